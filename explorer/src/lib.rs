@@ -1,0 +1,1 @@
+//! Explorer (placeholder until the explorer lands).
