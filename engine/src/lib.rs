@@ -1,1 +1,27 @@
-//! engine
+//! kvwitness engine: a prefill/decode disaggregated serving cluster modelled
+//! on SGLang, running real attention over real paged KV bytes.
+//!
+//! The crate reproduces the 2026 cross-tenant KV exposure step by step and
+//! shows what each upstream fix changes. Modules, in the order data flows:
+//!
+//! * [`req`] — SGLang's `Req` and the input-length rule;
+//! * [`policy`] — every door and release decision, as pure functions;
+//! * [`pool`] — paged KV pools with real bytes and page ownership;
+//! * [`model`] — the attention model whose answer reveals what it read;
+//! * [`transfer`] — the asynchronous KV channel with injectable faults;
+//! * [`sim`] — router, prefill and decode workers on a virtual clock;
+//! * [`scenario`] — who sends what, when;
+//! * [`trace`] — what the probed request lived through;
+//! * [`probe`] — runs a scenario and builds the receipt predicate.
+
+pub mod config;
+pub mod model;
+pub mod policy;
+pub mod pool;
+pub mod probe;
+pub mod req;
+pub mod scenario;
+pub mod sim;
+pub mod trace;
+pub mod transfer;
+pub mod cli;

@@ -1,1 +1,4 @@
-fn main() { println!("kvw"); }
+//! `kvw`: see `kvw --help`.
+fn main() -> std::process::ExitCode {
+    kvw_engine::cli::main()
+}

@@ -1,0 +1,74 @@
+//! The `kvw` command line: a thin layer over the library crates.
+//!
+//! Every command parses its flags, calls into the engine, evidence or
+//! explorer crates, and prints. Errors end the process with one line on
+//! stderr and a non-zero exit code — never a panic, never a partial file.
+
+pub mod bench;
+pub mod probe;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// kvwitness: reproduce, prove and publish KV-cache isolation failures in
+/// prefill/decode disaggregated inference.
+#[derive(Debug, Parser)]
+#[command(name = "kvw", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a probe and print (or sign) what happened.
+    #[command(subcommand)]
+    Probe(probe::ProbeCommand),
+    /// Measure the engine: incident-scale probe time and CPU attention bandwidth.
+    Bench(bench::BenchArgs),
+}
+
+/// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let text = e.to_string();
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+            eprintln!("{}", line.trim());
+            return ExitCode::from(2);
+        }
+    };
+    init_tracing();
+    let result = match cli.command {
+        Command::Probe(cmd) => probe::run(cmd),
+        Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error chain on one line.
+pub fn one_line(e: &anyhow::Error) -> String {
+    e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ").replace('\n', " ")
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KVW_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

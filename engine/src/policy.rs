@@ -1,0 +1,300 @@
+//! The decisions, as small pure functions over plain state.
+//!
+//! Every door of the PD lifecycle (admission, result handling, handoff
+//! acceptance, page release, router relay) is decided here and nowhere else,
+//! from a `Req` and the set of fixes that are on. The simulator calls these;
+//! so will the model checker and the HTTP server. Keeping them free of I/O
+//! and clocks is what lets all three agree.
+
+use kvw_evidence::Fix;
+
+use crate::req::{Req, Session};
+
+/// The boolean fix switches that are on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct FixSet(u8);
+
+impl FixSet {
+    pub fn new(fixes: &[Fix]) -> Self {
+        FixSet(fixes.iter().fold(0, |acc, f| acc | Self::bit(*f)))
+    }
+
+    fn bit(f: Fix) -> u8 {
+        1 << Fix::ALL.iter().position(|x| *x == f).unwrap_or(0)
+    }
+
+    pub fn has(&self, f: Fix) -> bool {
+        self.0 & Self::bit(f) != 0
+    }
+
+    /// The switches that are on, in canonical order.
+    pub fn list(&self) -> Vec<Fix> {
+        Fix::ALL.into_iter().filter(|f| self.has(*f)).collect()
+    }
+}
+
+/// Upstream `is_unadmitted_reject` (PR #38935): a rejected request that
+/// holds nothing yet. Re-entering, preempted or retracted requests may hold
+/// KV, metadata or a retraction backup and must go through normal cleanup.
+pub fn is_unadmitted_reject(req: &Req) -> bool {
+    req.to_finish.is_some()
+        && !req.finished()
+        && req.metadata_buffer_index.is_none()
+        && req.retraction_backup.is_none()
+        && !req.is_retracted
+        && !req.is_rebootstrap
+}
+
+/// What a door does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// Let it through.
+    Admit,
+    /// Retire it now with its recorded rejection (PR #38935).
+    Retire,
+    /// Drop it: `finished()` says it is done.
+    DropFinished,
+}
+
+/// Door of the prefill bootstrap queue and of the decode prealloc queue,
+/// before any bootstrap room, sender/receiver or metadata buffer exists.
+/// Pre-fix there is no check here at all.
+pub fn entry_door(req: &Req, fixes: FixSet) -> Door {
+    if fixes.has(Fix::RetireUnadmittedReject) && is_unadmitted_reject(req) {
+        Door::Retire
+    } else {
+        Door::Admit
+    }
+}
+
+/// Prefill waiting-queue admission (`get_new_batch_prefill`): it asks
+/// `finished()`, which misses a rejection still sitting in `to_finish`.
+pub fn prefill_admission_door(req: &Req) -> Door {
+    if req.finished() {
+        Door::DropFinished
+    } else {
+        Door::Admit
+    }
+}
+
+/// What prefill does with a request after a forward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultAction {
+    /// Send the chunk's pages and run the next chunk.
+    SendChunk,
+    /// Send the remaining pages with the final flag (transfer-complete).
+    SendLastChunk,
+    /// Retire the aborted result: free KV and metadata once, best-effort
+    /// `sender.abort()`, never send (PR #36988).
+    Retire,
+}
+
+/// `process_batch_result_disagg_prefill` for one request.
+pub fn prefill_result_action(req: &Req, last_chunk: bool, fixes: FixSet) -> ResultAction {
+    let aborted = req.to_finish.is_some() || req.finished();
+    if fixes.has(Fix::RetireAbortedPrefillResult) && aborted {
+        ResultAction::Retire
+    } else if last_chunk {
+        ResultAction::SendLastChunk
+    } else {
+        ResultAction::SendChunk
+    }
+}
+
+/// What the receiver's poll said about the handoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvPoll {
+    /// Waiting for the peer or for writes.
+    Transferring,
+    /// Final chunk sent and every write landed.
+    Success,
+    /// The transfer failed.
+    Failed,
+}
+
+/// Outcome of decode's transfer-queue door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandoffDecision {
+    /// Keep waiting.
+    Wait,
+    /// Accept the handoff into the running batch.
+    Admit,
+    /// Abort the request with this status and message.
+    Abort { status: u16, message: String, transfer_failure: bool },
+}
+
+/// Decode's transfer-queue door. Pre-fix it trusts transfer-complete and
+/// `finished()`; with `kv-checksum` the checksum must match first
+/// (PR #39500: decode verifies before batching, a mismatch aborts and counts
+/// a transfer failure). `checksum_ok` is `None` when no checksum was checked.
+pub fn handoff_door(
+    req: &Req,
+    poll: KvPoll,
+    waited_us: u64,
+    timeout_us: u64,
+    checksum_ok: Option<bool>,
+) -> HandoffDecision {
+    let pending_status = req.effective_finish().map(|r| r.status_code());
+    match poll {
+        KvPoll::Failed => HandoffDecision::Abort {
+            status: 500,
+            message: "KV transfer failed".into(),
+            transfer_failure: true,
+        },
+        KvPoll::Transferring if waited_us >= timeout_us => HandoffDecision::Abort {
+            // A relayed rejection keeps its status; otherwise a plain failure.
+            status: pending_status.unwrap_or(500),
+            message: format!(
+                "KV transfer timed out after {} s waiting for the prefill handoff",
+                timeout_us / 1_000_000
+            ),
+            transfer_failure: true,
+        },
+        KvPoll::Transferring => HandoffDecision::Wait,
+        KvPoll::Success if checksum_ok == Some(false) => HandoffDecision::Abort {
+            status: 500,
+            message: "KV checksum mismatch between prefill and decode".into(),
+            transfer_failure: true,
+        },
+        KvPoll::Success if req.finished() => HandoffDecision::Abort {
+            status: pending_status.unwrap_or(500),
+            message: "request finished before decode".into(),
+            transfer_failure: false,
+        },
+        KvPoll::Success => HandoffDecision::Admit,
+    }
+}
+
+/// Whether freed pages of a request may go back to the free list now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    Now,
+    /// Keep them allocated until in-flight writes drain and the peer acks.
+    Defer,
+}
+
+/// Release rule for the pages of an aborted or failed request. Without
+/// deferred release (PRs #35049, #40645, #41404) pages return at once even
+/// with writes in flight, so a late write lands in the next tenant's page.
+pub fn release_rule(inflight_writes: usize, peer_acked: bool, fixes: FixSet) -> Release {
+    if fixes.has(Fix::DeferredRelease) && (inflight_writes > 0 || !peer_acked) {
+        Release::Defer
+    } else {
+        Release::Now
+    }
+}
+
+/// Whether the router forwards a prefill error to the decode side as an
+/// abort. Model assumption: it does while the handoff has not completed; an
+/// error arriving after transfer-complete is dropped and the client gets
+/// decode's answer (the router returns the decode response, as SGLang's
+/// load balancer does).
+pub fn router_relays_prefill_error(handoff_complete: bool) -> bool {
+    !handoff_complete
+}
+
+/// What retiring a request does to its session (PR #38935).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEffect {
+    None,
+    /// A streaming session's active slot is detached.
+    DetachActiveSlot,
+    /// A non-streaming session is left alone.
+    Untouched,
+}
+
+pub fn retire_session_effect(session: Option<&Session>) -> SessionEffect {
+    match session {
+        None => SessionEffect::None,
+        Some(s) if s.streaming && s.holds_active_slot => SessionEffect::DetachActiveSlot,
+        Some(_) => SessionEffect::Untouched,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::req::RetractionBackup;
+
+    fn rejected() -> Req {
+        let mut r = Req::new("t-1", "t", vec![1; 10], 4, 1);
+        r.set_finish_with_abort("too long", 400);
+        r
+    }
+
+    #[test]
+    fn pre_fix_doors_admit_a_rejected_request() {
+        let r = rejected();
+        assert_eq!(entry_door(&r, FixSet::default()), Door::Admit);
+        assert_eq!(prefill_admission_door(&r), Door::Admit);
+        assert_eq!(
+            prefill_result_action(&r, true, FixSet::default()),
+            ResultAction::SendLastChunk
+        );
+    }
+
+    #[test]
+    fn retire_unadmitted_reject_only_retires_requests_holding_nothing() {
+        let on = FixSet::new(&[Fix::RetireUnadmittedReject]);
+        assert_eq!(entry_door(&rejected(), on), Door::Retire);
+        let mut holding = rejected();
+        holding.metadata_buffer_index = Some(3);
+        assert_eq!(entry_door(&holding, on), Door::Admit);
+        let mut retracted = rejected();
+        retracted.is_retracted = true;
+        retracted.retraction_backup = Some(RetractionBackup { tokens: 8 });
+        assert_eq!(entry_door(&retracted, on), Door::Admit);
+        let mut reentering = rejected();
+        reentering.is_rebootstrap = true;
+        assert_eq!(entry_door(&reentering, on), Door::Admit);
+        let valid = Req::new("v-1", "v", vec![1; 10], 4, 2);
+        assert_eq!(entry_door(&valid, on), Door::Admit);
+    }
+
+    #[test]
+    fn retire_aborted_prefill_result_stops_the_send() {
+        let on = FixSet::new(&[Fix::RetireAbortedPrefillResult]);
+        assert_eq!(prefill_result_action(&rejected(), true, on), ResultAction::Retire);
+        let valid = Req::new("v-1", "v", vec![1; 10], 4, 2);
+        assert_eq!(prefill_result_action(&valid, true, on), ResultAction::SendLastChunk);
+        assert_eq!(prefill_result_action(&valid, false, on), ResultAction::SendChunk);
+    }
+
+    #[test]
+    fn handoff_door_checks_checksum_and_timeout() {
+        let r = Req::new("v-1", "v", vec![1; 10], 4, 2);
+        assert_eq!(handoff_door(&r, KvPoll::Success, 0, 10, None), HandoffDecision::Admit);
+        assert!(matches!(
+            handoff_door(&r, KvPoll::Success, 0, 10, Some(false)),
+            HandoffDecision::Abort { status: 500, transfer_failure: true, .. }
+        ));
+        assert_eq!(handoff_door(&r, KvPoll::Transferring, 9, 10, None), HandoffDecision::Wait);
+        let mut relayed = r.clone();
+        relayed.set_finish_with_abort("too long", 400);
+        assert!(matches!(
+            handoff_door(&relayed, KvPoll::Transferring, 10, 10, None),
+            HandoffDecision::Abort { status: 400, .. }
+        ));
+    }
+
+    #[test]
+    fn deferred_release_holds_pages_with_writes_in_flight() {
+        let on = FixSet::new(&[Fix::DeferredRelease]);
+        assert_eq!(release_rule(2, true, FixSet::default()), Release::Now);
+        assert_eq!(release_rule(2, true, on), Release::Defer);
+        assert_eq!(release_rule(0, false, on), Release::Defer);
+        assert_eq!(release_rule(0, true, on), Release::Now);
+    }
+
+    #[test]
+    fn retiring_detaches_only_a_streaming_sessions_slot() {
+        let s = |streaming| Session {
+            id: "s".into(),
+            streaming,
+            holds_active_slot: true,
+        };
+        assert_eq!(retire_session_effect(Some(&s(true))), SessionEffect::DetachActiveSlot);
+        assert_eq!(retire_session_effect(Some(&s(false))), SessionEffect::Untouched);
+        assert_eq!(retire_session_effect(None), SessionEffect::None);
+    }
+}

@@ -1,0 +1,224 @@
+//! A paged KV pool with real bytes.
+//!
+//! Pages hold bf16 K/V bytes in the layout of [`kvw_kernels::layout`]. Like a
+//! real serving engine, freeing a page does not clear it: the next owner
+//! inherits the previous owner's bytes until it overwrites them. Each page
+//! also remembers who last wrote it (request and KV generation) so a receipt
+//! can say whose bytes decode read; that bookkeeping never influences what
+//! the kernels compute.
+
+use std::collections::VecDeque;
+
+use kvw_evidence::FreeListPolicy;
+use kvw_kernels::{cpu, KvLayout};
+
+/// Who wrote a page: an index into the run's request registry and the
+/// request's KV generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WriterId {
+    pub req: u32,
+    pub generation: u32,
+}
+
+impl WriterId {
+    /// The owner tag written next to the page for read-time tag checks.
+    pub fn tag(self) -> u64 {
+        ((self.req as u64 + 1) << 32) | self.generation as u64
+    }
+}
+
+/// Bookkeeping of one page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageMeta {
+    /// Last writer of the page's bytes; `None` if never written or scrubbed.
+    pub writer: Option<WriterId>,
+    /// Whether the page is handed out.
+    pub allocated: bool,
+    /// `--kv-canary`: the page was poisoned when freed and not rewritten since.
+    pub canary: bool,
+}
+
+/// Pool operation that broke an invariant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    #[error("page {0} freed while not allocated (double free)")]
+    DoubleFree(u32),
+}
+
+/// One worker's KV pool.
+pub struct KvPool {
+    pub layout: KvLayout,
+    kv: Vec<u16>,
+    meta: Vec<PageMeta>,
+    /// Owner tag per page (read-time page tagging).
+    tags: Vec<u64>,
+    free: VecDeque<u32>,
+    policy: FreeListPolicy,
+}
+
+impl KvPool {
+    /// A pool of `pages` pages. The byte array is zero-initialised lazily by
+    /// the allocator, so pages never touched cost no memory.
+    pub fn new(layout: KvLayout, pages: usize, policy: FreeListPolicy) -> Self {
+        KvPool {
+            layout,
+            kv: vec![0u16; pages * layout.page_elems()],
+            meta: vec![PageMeta::default(); pages],
+            tags: vec![0; pages],
+            free: (0..pages as u32).collect(),
+            policy,
+        }
+    }
+
+    pub fn pages_total(&self) -> usize {
+        self.meta.len()
+    }
+
+    pub fn free_pages(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Take `n` pages from the head of the free list, or `None` if short.
+    pub fn alloc(&mut self, n: usize) -> Option<Vec<u32>> {
+        if self.free.len() < n {
+            return None;
+        }
+        let pages: Vec<u32> = self.free.drain(..n).collect();
+        for &p in &pages {
+            self.meta[p as usize].allocated = true;
+        }
+        Some(pages)
+    }
+
+    /// Return pages to the free list. Bytes stay as they are unless `scrub`;
+    /// with `canary` the pages are marked as poisoned. FIFO appends at the
+    /// tail; LIFO pushes each page to the head, so the page freed last is
+    /// reused first.
+    pub fn free(&mut self, pages: &[u32], scrub: bool, canary: bool) -> Result<(), PoolError> {
+        for &p in pages {
+            if !self.meta[p as usize].allocated {
+                return Err(PoolError::DoubleFree(p));
+            }
+        }
+        if scrub {
+            cpu::scrub_pages(self.layout, &mut self.kv, pages);
+        }
+        for &p in pages {
+            let m = &mut self.meta[p as usize];
+            m.allocated = false;
+            m.canary = canary;
+            if scrub {
+                m.writer = None;
+                self.tags[p as usize] = 0;
+            }
+            match self.policy {
+                FreeListPolicy::Fifo => self.free.push_back(p),
+                FreeListPolicy::Lifo => self.free.push_front(p),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn meta(&self, page: u32) -> PageMeta {
+        self.meta[page as usize]
+    }
+
+    pub fn metas(&self) -> &[PageMeta] {
+        &self.meta
+    }
+
+    pub fn tags(&self) -> &[u64] {
+        &self.tags
+    }
+
+    pub fn kv(&self) -> &[u16] {
+        &self.kv
+    }
+
+    /// Record that `writer` now owns the bytes of `page`.
+    fn stamp(&mut self, page: u32, writer: WriterId) {
+        let m = &mut self.meta[page as usize];
+        m.writer = Some(writer);
+        m.canary = false;
+        self.tags[page as usize] = writer.tag();
+    }
+
+    /// Write one token slot: K and V for the (single) KV head.
+    pub fn write_slot(&mut self, page: u32, slot: usize, k: &[u16], v: &[u16], writer: WriterId) {
+        let l = self.layout;
+        let ko = l.k_offset(page as usize, slot, 0);
+        let vo = l.v_offset(page as usize, slot, 0);
+        self.kv[ko..ko + k.len()].copy_from_slice(k);
+        self.kv[vo..vo + v.len()].copy_from_slice(v);
+        self.stamp(page, writer);
+    }
+
+    /// Zero the slots `from..page_size` of a page (the forward pads the tail
+    /// of a request's last page).
+    pub fn zero_tail(&mut self, page: u32, from: usize) {
+        let l = self.layout;
+        let start = l.k_offset(page as usize, from, 0);
+        let end = (page as usize + 1) * l.page_elems();
+        self.kv[start..end].fill(0);
+    }
+
+    /// Overwrite a whole page with bytes from elsewhere (an RDMA page write).
+    pub fn write_page(&mut self, page: u32, bytes: &[u16], writer: WriterId) {
+        let n = self.layout.page_elems();
+        self.kv[page as usize * n..(page as usize + 1) * n].copy_from_slice(bytes);
+        self.stamp(page, writer);
+    }
+
+    /// The bytes of one page.
+    pub fn page_bytes(&self, page: u32) -> &[u16] {
+        self.layout.page(&self.kv, page as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> KvLayout {
+        KvLayout {
+            page_size: 4,
+            num_kv_heads: 1,
+            head_dim: 8,
+        }
+    }
+
+    #[test]
+    fn lifo_reuses_the_last_freed_page_first_and_keeps_bytes() {
+        let mut p = KvPool::new(layout(), 8, FreeListPolicy::Lifo);
+        let a = p.alloc(3).unwrap();
+        assert_eq!(a, vec![0, 1, 2]);
+        let w = WriterId { req: 0, generation: 0 };
+        p.write_slot(1, 0, &[7; 8], &[9; 8], w);
+        p.free(&a, false, false).unwrap();
+        let b = p.alloc(3).unwrap();
+        assert_eq!(b, vec![2, 1, 0]);
+        assert_eq!(p.page_bytes(1)[0], 7, "freed bytes are not cleared");
+        assert_eq!(p.meta(1).writer, Some(w));
+    }
+
+    #[test]
+    fn fifo_reuses_oldest_free_page_and_scrub_clears() {
+        let mut p = KvPool::new(layout(), 4, FreeListPolicy::Fifo);
+        let a = p.alloc(2).unwrap();
+        p.write_slot(0, 1, &[3; 8], &[3; 8], WriterId { req: 1, generation: 0 });
+        p.free(&a, true, false).unwrap();
+        assert_eq!(p.alloc(2).unwrap(), vec![2, 3]);
+        assert_eq!(p.alloc(2).unwrap(), vec![0, 1]);
+        assert!(p.page_bytes(0).iter().all(|&x| x == 0));
+        assert_eq!(p.meta(0).writer, None);
+    }
+
+    #[test]
+    fn double_free_is_refused() {
+        let mut p = KvPool::new(layout(), 2, FreeListPolicy::Lifo);
+        let a = p.alloc(1).unwrap();
+        p.free(&a, false, false).unwrap();
+        assert_eq!(p.free(&a, false, false), Err(PoolError::DoubleFree(0)));
+        assert!(p.alloc(3).is_none());
+    }
+}

@@ -1,0 +1,397 @@
+//! The discrete-event simulator of a 1P1D cluster.
+//!
+//! A router, one prefill worker and one decode worker exchange messages over
+//! a virtual clock; KV moves through a [`TransferChannel`]. Each worker runs
+//! iterations of its event loop the way SGLang's disaggregated schedulers do
+//! (`event_loop_normal_disagg_prefill` / `..._decode`): take in requests,
+//! pass them through the queue doors, run a batch, process the result. All
+//! decisions come from [`crate::policy`]. Same config and seed → the same
+//! events at the same virtual microseconds, bit for bit.
+
+mod decode;
+mod prefill;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use kvw_evidence::{
+    Counters, Fix, KvCanaryMode, PageRun, PageView, PoolSide, ProbeConfig, WriterClass,
+};
+use kvw_kernels::KvLayout;
+
+use crate::model::HEAD_DIM;
+use crate::policy::{self, FixSet};
+use crate::pool::{KvPool, WriterId};
+use crate::scenario::Arrival;
+use crate::trace::{ranges, Trace};
+use crate::transfer::TransferChannel;
+
+pub use decode::DecodeWorker;
+pub use prefill::PrefillWorker;
+
+/// Virtual costs (microseconds). Model assumptions; only their order matters.
+pub mod cost {
+    /// Router → prefill hop.
+    pub const HOP_PREFILL_US: u64 = 100;
+    /// Router → decode hop (decode is busy with its running batch).
+    pub const HOP_DECODE_US: u64 = 1_000;
+    /// Worker → router and router → client hops.
+    pub const HOP_BACK_US: u64 = 100;
+    /// Fixed cost of a prefill forward.
+    pub const PREFILL_FIXED_US: u64 = 2_000;
+    /// Prefill throughput: tokens per microsecond.
+    pub const PREFILL_TOKENS_PER_US: u64 = 50;
+    /// One decode step of the running batch.
+    pub const DECODE_STEP_US: u64 = 20_000;
+    /// Latency of a page write on the transfer channel.
+    pub const WRITE_LATENCY_US: u64 = 500;
+    /// Extra latency per page of a chunk.
+    pub const WRITE_PER_PAGE_US: u64 = 1;
+    /// Stop the run after this much virtual time.
+    pub const HORIZON_US: u64 = 3_600_000_000;
+}
+
+/// A request of the run as the cluster knows it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub arrival: Arrival,
+    pub rid: String,
+    pub room: u64,
+    pub response: Option<Response>,
+}
+
+/// What the client received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub text: String,
+    pub at_us: u64,
+    pub output_ids: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Msg {
+    Arrive(u32),
+    ToPrefill(u32),
+    ToDecode(u32),
+    /// Router forwards a prefill error to decode as an abort.
+    AbortDecode(u32, String, u16),
+    PrefillAnswer { req: u32, status: u16, message: String, handoff_complete: bool },
+    DecodeAnswer { req: u32, status: u16, text: String, output_ids: Vec<u32> },
+    ClientGets(u32, u16, String, Vec<u32>),
+    PrefillTick,
+    DecodeTick,
+    Land,
+}
+
+/// The probed request's bookkeeping shared by both workers.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeMarks {
+    pub reserved: Vec<u32>,
+    pub transferred: Vec<u32>,
+    pub read: Vec<u32>,
+    pub foreign_pages_read: u64,
+}
+
+/// The whole cluster.
+pub struct Sim {
+    pub now: u64,
+    pub config: ProbeConfig,
+    pub fixes: FixSet,
+    pub layout: KvLayout,
+    pub prefill_pool: KvPool,
+    pub decode_pool: KvPool,
+    pub channel: TransferChannel,
+    pub entries: Vec<Entry>,
+    pub trace: Trace,
+    pub counters: Counters,
+    pub marks: ProbeMarks,
+    prefill: PrefillWorker,
+    decode: DecodeWorker,
+    queue: BinaryHeap<Reverse<(u64, u64, Msg)>>,
+    seq: u64,
+    prefill_tick_at: Option<u64>,
+    decode_tick_at: Option<u64>,
+}
+
+impl Sim {
+    pub fn new(config: ProbeConfig, arrivals: Vec<Arrival>) -> Self {
+        let layout = KvLayout {
+            page_size: config.page_size as usize,
+            num_kv_heads: 1,
+            head_dim: HEAD_DIM,
+        };
+        let ps = config.page_size as u64;
+        let prefill_pool = KvPool::new(layout, (config.prefill_pool_tokens / ps) as usize, config.free_list);
+        let decode_pool = KvPool::new(layout, (config.decode_pool_tokens / ps) as usize, config.free_list);
+        let fixes = FixSet::new(&config.fixes);
+        let mut counts = std::collections::BTreeMap::<String, u32>::new();
+        let entries = arrivals
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let n = counts.entry(a.tenant.clone()).or_default();
+                *n += 1;
+                Entry {
+                    rid: format!("{}-{}", a.tenant, n),
+                    room: 1000 + i as u64,
+                    arrival: a,
+                    response: None,
+                }
+            })
+            .collect::<Vec<_>>();
+        let mut sim = Sim {
+            now: 0,
+            prefill: PrefillWorker::new(&config),
+            decode: DecodeWorker::default(),
+            config,
+            fixes,
+            layout,
+            prefill_pool,
+            decode_pool,
+            channel: TransferChannel::new(cost::WRITE_LATENCY_US, cost::WRITE_PER_PAGE_US),
+            entries,
+            trace: Trace::new(),
+            counters: Counters::default(),
+            marks: ProbeMarks::default(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            prefill_tick_at: None,
+            decode_tick_at: None,
+        };
+        for i in 0..sim.entries.len() {
+            let at = sim.entries[i].arrival.at_us;
+            sim.send(at, Msg::Arrive(i as u32));
+        }
+        sim
+    }
+
+    /// Index of the probed request.
+    pub fn probed(&self) -> Option<u32> {
+        self.entries.iter().position(|e| e.arrival.probed).map(|i| i as u32)
+    }
+
+    pub fn is_probed(&self, req: u32) -> bool {
+        self.entries[req as usize].arrival.probed
+    }
+
+    pub fn fix(&self, f: Fix) -> bool {
+        self.fixes.has(f)
+    }
+
+    pub fn canary_mode(&self) -> KvCanaryMode {
+        self.config.kv_canary
+    }
+
+    fn send(&mut self, at: u64, msg: Msg) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, msg)));
+    }
+
+    pub(super) fn wake_prefill(&mut self, at: u64) {
+        if self.prefill_tick_at.is_none_or(|t| at < t) {
+            self.prefill_tick_at = Some(at);
+            self.send(at, Msg::PrefillTick);
+        }
+    }
+
+    fn wake_decode(&mut self, at: u64) {
+        if self.decode_tick_at.is_none_or(|t| at < t) {
+            self.decode_tick_at = Some(at);
+            self.send(at, Msg::DecodeTick);
+        }
+    }
+
+    /// Record an event; probed-request events carry their step.
+    pub fn event(&mut self, req: u32, step: u8, actor: &str, kind: &str, detail: String) {
+        let step = self.is_probed(req).then_some(step);
+        let rid = self.entries[req as usize].rid.clone();
+        self.trace.event(step, self.now, actor, &rid, kind, detail);
+    }
+
+    /// Run until every request has its answer or the horizon passes.
+    pub fn run(&mut self) {
+        while let Some(Reverse((at, _, msg))) = self.queue.pop() {
+            if at > cost::HORIZON_US {
+                break;
+            }
+            self.now = at;
+            self.handle(msg);
+            if self.entries.iter().all(|e| e.response.is_some()) {
+                break;
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Arrive(i) => {
+                let len = self.entries[i as usize].arrival.prompt.len();
+                let room = self.entries[i as usize].room;
+                self.event(i, 1, "router", "dispatch", format!(
+                    "prompt of {len} tokens; bootstrap room {room}; sent to prefill and decode"
+                ));
+                if self.is_probed(i) {
+                    self.trace.reach(1);
+                }
+                self.send(self.now + cost::HOP_PREFILL_US, Msg::ToPrefill(i));
+                self.send(self.now + cost::HOP_DECODE_US, Msg::ToDecode(i));
+            }
+            Msg::ToPrefill(i) => {
+                prefill::receive(self, i);
+                self.wake_prefill(self.now);
+            }
+            Msg::ToDecode(i) => {
+                decode::receive(self, i);
+                self.wake_decode(self.now);
+            }
+            Msg::AbortDecode(i, message, status) => {
+                decode::abort(self, i, &message, status);
+                self.wake_decode(self.now);
+            }
+            Msg::PrefillTick => {
+                self.prefill_tick_at = None;
+                let next = prefill::tick(self);
+                if let Some(at) = next {
+                    self.wake_prefill(at);
+                }
+            }
+            Msg::DecodeTick => {
+                self.decode_tick_at = None;
+                let next = decode::tick(self);
+                if let Some(at) = next {
+                    self.wake_decode(at);
+                }
+            }
+            Msg::Land => self.land(),
+            Msg::PrefillAnswer { req, status, message, handoff_complete } => {
+                if policy::router_relays_prefill_error(handoff_complete) {
+                    self.event(req, 7, "router", "relay_abort", format!(
+                        "prefill answered {status} before the handoff; router aborts the decode side"
+                    ));
+                    self.send(self.now + cost::HOP_BACK_US, Msg::AbortDecode(req, message, status));
+                } else {
+                    self.event(req, 7, "router", "drop_prefill_error", format!(
+                        "prefill answered {status} after transfer-complete; router waits for decode's answer"
+                    ));
+                    if self.is_probed(req) {
+                        self.trace.say(7, format!(
+                            "Prefill's own {status} reached the router after transfer-complete and was dropped (model assumption: the router returns decode's answer)."
+                        ));
+                    }
+                }
+            }
+            Msg::DecodeAnswer { req, status, text, output_ids } => {
+                self.send(self.now + cost::HOP_BACK_US, Msg::ClientGets(req, status, text, output_ids));
+            }
+            Msg::ClientGets(req, status, text, output_ids) => {
+                self.event(req, 7, "client", "response", format!("HTTP {status}: {text:?}"));
+                if self.is_probed(req) {
+                    self.trace.reach(7);
+                }
+                self.entries[req as usize].response = Some(Response {
+                    status,
+                    text,
+                    at_us: self.now,
+                    output_ids,
+                });
+            }
+        }
+    }
+
+    /// Post page writes and schedule their landing.
+    pub fn schedule_landings(&mut self) {
+        if let Some(at) = self.channel.next_landing() {
+            self.send(at.max(self.now), Msg::Land);
+        }
+    }
+
+    /// Apply writes that landed: copy prefill page bytes into decode pages.
+    fn land(&mut self) {
+        let landed = self.channel.take_landed(self.now);
+        if landed.is_empty() {
+            return;
+        }
+        for w in &landed {
+            let bytes = self.prefill_pool.page_bytes(w.src_page).to_vec();
+            self.decode_pool.write_page(w.dst_page, &bytes, w.writer);
+            if self.probed() == Some(w.writer.req) {
+                self.marks.transferred.push(w.dst_page);
+            }
+        }
+        self.schedule_landings();
+        self.wake_prefill(self.now);
+        self.wake_decode(self.now);
+    }
+
+    /// Answer from prefill to the router.
+    pub fn prefill_answer(&mut self, at: u64, req: u32, status: u16, message: String, handoff_complete: bool) {
+        self.send(at + cost::HOP_BACK_US, Msg::PrefillAnswer { req, status, message, handoff_complete });
+    }
+
+    /// Answer from decode to the router (and on to the client).
+    pub fn decode_answer(&mut self, at: u64, req: u32, status: u16, text: String, output_ids: Vec<u32>) {
+        self.send(at + cost::HOP_BACK_US, Msg::DecodeAnswer { req, status, text, output_ids });
+    }
+
+    /// Writer id of a request.
+    pub fn writer(&self, req: u32, generation: u32) -> WriterId {
+        WriterId { req, generation }
+    }
+
+    /// Classify a page writer relative to the probed request.
+    pub fn class_of(&self, writer: Option<WriterId>, probed: u32) -> WriterClass {
+        match writer {
+            None => WriterClass::NeverWritten,
+            Some(w) if w.req == probed => WriterClass::ThisRequest,
+            Some(w) if self.entries[w.req as usize].arrival.tenant
+                == self.entries[probed as usize].arrival.tenant =>
+            {
+                WriterClass::SameTenant
+            }
+            Some(_) => WriterClass::OtherTenant,
+        }
+    }
+
+    /// The page picture of a pool for the probed request.
+    pub fn page_view(&self, side: PoolSide) -> PageView {
+        let probed = self.probed().unwrap_or(0);
+        let pool = match side {
+            PoolSide::Prefill => &self.prefill_pool,
+            PoolSide::Decode => &self.decode_pool,
+        };
+        let mut runs: Vec<PageRun> = Vec::new();
+        for (p, m) in pool.metas().iter().enumerate() {
+            let class = self.class_of(m.writer, probed);
+            let writer = m.writer.map(|w| {
+                let e = &self.entries[w.req as usize];
+                kvw_evidence::Writer {
+                    tenant: e.arrival.tenant.clone(),
+                    rid: e.rid.clone(),
+                    generation: w.generation,
+                }
+            });
+            match runs.last_mut() {
+                Some(r) if r.class == class && r.writer == writer => r.count += 1,
+                _ => runs.push(PageRun { first: p as u64, count: 1, class, writer }),
+            }
+        }
+        let (reserved, transferred, read) = match side {
+            PoolSide::Decode => (
+                ranges(&self.marks.reserved),
+                ranges(&self.marks.transferred),
+                ranges(&self.marks.read),
+            ),
+            PoolSide::Prefill => (ranges(&self.prefill.pages_of(probed)), vec![], vec![]),
+        };
+        PageView {
+            pool: side,
+            pages_total: pool.pages_total() as u64,
+            page_size: self.config.page_size,
+            runs,
+            reserved,
+            transferred,
+            read,
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The KV transfer channel between prefill and decode.
+//!
+//! Modelled on an RDMA engine (Mooncake/NIXL style): decode's receiver
+//! registers the destination pages of a bootstrap room (`init`), prefill's
+//! sender posts page writes that land asynchronously, the final chunk carries
+//! the completion flag (and, with `kv-checksum`, the checksum), and both
+//! sides *poll* for the state. Nothing here checks that the pages written
+//! cover the pages decode reserved — that is exactly the gap of the incident.
+//!
+//! Faults can be injected per room: extra delay, a dropped write, a write
+//! that lands late (after an abort), a lost drain ack.
+
+use std::collections::BTreeMap;
+
+use crate::policy::KvPoll;
+use crate::pool::WriterId;
+
+/// Injected transfer fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Every write of the room lands this much later.
+    Delay { us: u64 },
+    /// The n-th write of the room never lands.
+    DropWrite { nth: usize },
+    /// The n-th write lands this much later than planned, even after an abort.
+    LateWrite { nth: usize, us: u64 },
+    /// The decode peer's drain ack never arrives.
+    LostAck,
+}
+
+/// A posted page write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageWrite {
+    pub room: u64,
+    pub src_page: u32,
+    pub dst_page: u32,
+    pub land_us: u64,
+    pub writer: WriterId,
+}
+
+/// State of one bootstrap room.
+#[derive(Debug, Clone, Default)]
+pub struct Room {
+    /// Decode pages registered by `receiver.init`, in page-table order.
+    pub dst_pages: Option<Vec<u32>>,
+    /// Writes posted so far.
+    pub posted: usize,
+    /// Writes landed so far.
+    pub landed: usize,
+    /// Decode pages that received a write, in landing order.
+    pub written: Vec<u32>,
+    /// The final chunk was posted.
+    pub final_sent: bool,
+    /// Checksum sent with the final chunk.
+    pub checksum: Option<u32>,
+    /// Prefill called `sender.abort()`.
+    pub sender_aborted: bool,
+    /// Decode acknowledged the drain of this room.
+    pub acked: bool,
+    pub faults: Vec<Fault>,
+}
+
+/// All rooms and all writes in flight.
+#[derive(Debug, Default)]
+pub struct TransferChannel {
+    rooms: BTreeMap<u64, Room>,
+    pending: Vec<PageWrite>,
+    /// Base latency of a page write.
+    pub write_latency_us: u64,
+    /// Extra latency per page within one chunk.
+    pub per_page_us: u64,
+}
+
+impl TransferChannel {
+    pub fn new(write_latency_us: u64, per_page_us: u64) -> Self {
+        TransferChannel {
+            write_latency_us,
+            per_page_us,
+            ..Default::default()
+        }
+    }
+
+    /// Create the room (prefill's bootstrap registration).
+    pub fn open(&mut self, room: u64) {
+        self.rooms.entry(room).or_default();
+    }
+
+    pub fn inject(&mut self, room: u64, fault: Fault) {
+        self.rooms.entry(room).or_default().faults.push(fault);
+    }
+
+    pub fn room(&self, room: u64) -> Option<&Room> {
+        self.rooms.get(&room)
+    }
+
+    /// Decode's `receiver.init(kv_indices, ...)`.
+    pub fn receiver_init(&mut self, room: u64, dst_pages: Vec<u32>) {
+        self.rooms.entry(room).or_default().dst_pages = Some(dst_pages);
+    }
+
+    /// Prefill's bootstrap poll: ready once decode registered its pages.
+    pub fn handshake_ready(&self, room: u64) -> bool {
+        self.rooms.get(&room).is_some_and(|r| r.dst_pages.is_some())
+    }
+
+    /// Post writes of prefill pages `src` into the destination pages at
+    /// page-table indices `first..first + src.len()`. Indices beyond the
+    /// registered table are not written (the sender only knows its own pages).
+    pub fn send_chunk(
+        &mut self,
+        room: u64,
+        first: usize,
+        src: &[u32],
+        now: u64,
+        last: bool,
+        checksum: Option<u32>,
+        writer: WriterId,
+    ) -> usize {
+        let base = self.write_latency_us;
+        let per = self.per_page_us;
+        let Some(r) = self.rooms.get_mut(&room) else {
+            return 0;
+        };
+        let Some(dst) = r.dst_pages.clone() else {
+            return 0;
+        };
+        let mut sent = 0;
+        for (i, &s) in src.iter().enumerate() {
+            let Some(&d) = dst.get(first + i) else { break };
+            let nth = r.posted;
+            r.posted += 1;
+            sent += 1;
+            let mut land = now + base + per * i as u64;
+            let mut dropped = false;
+            for f in &r.faults {
+                match *f {
+                    Fault::Delay { us } => land += us,
+                    Fault::DropWrite { nth: n } if n == nth => dropped = true,
+                    Fault::LateWrite { nth: n, us } if n == nth => land += us,
+                    _ => {}
+                }
+            }
+            if !dropped {
+                self.pending.push(PageWrite {
+                    room,
+                    src_page: s,
+                    dst_page: d,
+                    land_us: land,
+                    writer,
+                });
+            }
+        }
+        if last {
+            r.final_sent = true;
+            r.checksum = checksum;
+        }
+        sent
+    }
+
+    /// Prefill's best-effort `sender.abort()`. In the modelled backends the
+    /// decode peer is not told: its receiver keeps polling until its own
+    /// timeout (upstream measured a 300 s decode timeout before PR #38935).
+    pub fn sender_abort(&mut self, room: u64) {
+        if let Some(r) = self.rooms.get_mut(&room) {
+            r.sender_aborted = true;
+        }
+    }
+
+    /// Decode acknowledges that it drained the room.
+    pub fn ack(&mut self, room: u64) {
+        if let Some(r) = self.rooms.get_mut(&room) {
+            if !r.faults.contains(&Fault::LostAck) {
+                r.acked = true;
+            }
+        }
+    }
+
+    /// Writes of `room` still in flight.
+    pub fn inflight(&self, room: u64) -> usize {
+        self.pending.iter().filter(|w| w.room == room).count()
+    }
+
+    /// Earliest landing time of a pending write.
+    pub fn next_landing(&self) -> Option<u64> {
+        self.pending.iter().map(|w| w.land_us).min()
+    }
+
+    /// Remove and return the writes that have landed by `now`, in landing order.
+    pub fn take_landed(&mut self, now: u64) -> Vec<PageWrite> {
+        let (mut due, rest): (Vec<_>, Vec<_>) =
+            self.pending.drain(..).partition(|w| w.land_us <= now);
+        self.pending = rest;
+        due.sort_by_key(|w| (w.land_us, w.room, w.dst_page));
+        for w in &due {
+            if let Some(r) = self.rooms.get_mut(&w.room) {
+                r.landed += 1;
+                r.written.push(w.dst_page);
+            }
+        }
+        due
+    }
+
+    /// Receiver/sender poll: success once the final chunk was posted and
+    /// every posted write landed. Transfer-complete says nothing about how
+    /// many of the registered pages were written.
+    pub fn poll(&self, room: u64) -> KvPoll {
+        match self.rooms.get(&room) {
+            Some(r) if r.final_sent && r.landed == r.posted => KvPoll::Success,
+            Some(_) | None => KvPoll::Transferring,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: WriterId = WriterId { req: 0, generation: 0 };
+
+    #[test]
+    fn completes_after_final_chunk_even_if_short() {
+        let mut c = TransferChannel::new(100, 10);
+        c.open(1);
+        assert!(!c.handshake_ready(1));
+        c.receiver_init(1, vec![10, 11, 12, 13]);
+        assert!(c.handshake_ready(1));
+        assert_eq!(c.send_chunk(1, 0, &[3], 0, true, None, W), 1);
+        assert_eq!(c.poll(1), KvPoll::Transferring);
+        assert!(c.take_landed(99).is_empty());
+        let landed = c.take_landed(100);
+        assert_eq!(landed.len(), 1);
+        assert_eq!(landed[0].dst_page, 10);
+        assert_eq!(c.poll(1), KvPoll::Success, "1 of 4 pages written, still complete");
+    }
+
+    #[test]
+    fn dropped_write_never_completes_and_late_write_lands_late() {
+        let mut c = TransferChannel::new(100, 0);
+        c.receiver_init(1, vec![1, 2]);
+        c.inject(1, Fault::DropWrite { nth: 1 });
+        c.send_chunk(1, 0, &[5, 6], 0, true, None, W);
+        c.take_landed(1_000);
+        assert_eq!(c.poll(1), KvPoll::Transferring);
+
+        c.receiver_init(2, vec![7]);
+        c.inject(2, Fault::LateWrite { nth: 0, us: 5_000 });
+        c.send_chunk(2, 0, &[8], 0, true, None, W);
+        assert_eq!(c.next_landing(), Some(5_100));
+        assert_eq!(c.inflight(2), 1);
+    }
+
+    #[test]
+    fn lost_ack_is_never_recorded() {
+        let mut c = TransferChannel::new(1, 0);
+        c.open(1);
+        c.inject(1, Fault::LostAck);
+        c.ack(1);
+        assert!(!c.room(1).unwrap().acked);
+        c.open(2);
+        c.ack(2);
+        assert!(c.room(2).unwrap().acked);
+    }
+}
