@@ -10,9 +10,15 @@ fn main() {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     });
-    println!("cargo:rustc-env=KVW_COMMIT={}", commit.unwrap_or_else(|| "unknown".into()));
+    println!(
+        "cargo:rustc-env=KVW_COMMIT={}",
+        commit.unwrap_or_else(|| "unknown".into())
+    );
     println!("cargo:rerun-if-env-changed=KVW_COMMIT");
-    if let Ok(out) = Command::new("git").args(["rev-parse", "--git-dir"]).output() {
+    if let Ok(out) = Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .output()
+    {
         let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if !dir.is_empty() {
             println!("cargo:rerun-if-changed={dir}/HEAD");

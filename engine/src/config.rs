@@ -133,7 +133,10 @@ pub fn parse_fixes(s: &str) -> Result<Vec<Fix>, String> {
             for name in list.split(',').map(str::trim) {
                 let f = Fix::from_name(name).ok_or_else(|| {
                     let known: Vec<_> = Fix::ALL.iter().map(|f| f.name()).collect();
-                    format!("unknown fix '{name}' (known: {}, or none/all)", known.join(", "))
+                    format!(
+                        "unknown fix '{name}' (known: {}, or none/all)",
+                        known.join(", ")
+                    )
                 })?;
                 out.push(f);
             }
@@ -166,7 +169,10 @@ mod tests {
         assert_eq!(validate(&c), Err(ConfigError::ZeroPageSize));
         let mut c = base.clone();
         c.decode_pool_tokens = 8;
-        assert!(matches!(validate(&c), Err(ConfigError::PoolSmallerThanPage { .. })));
+        assert!(matches!(
+            validate(&c),
+            Err(ConfigError::PoolSmallerThanPage { .. })
+        ));
         let mut c = base.clone();
         c.max_req_input_len += 1;
         assert!(matches!(validate(&c), Err(ConfigError::InputCap { .. })));

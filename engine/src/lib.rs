@@ -14,6 +14,7 @@
 //! * [`trace`] — what the probed request lived through;
 //! * [`probe`] — runs a scenario and builds the receipt predicate.
 
+pub mod cli;
 pub mod config;
 pub mod model;
 pub mod policy;
@@ -24,4 +25,3 @@ pub mod scenario;
 pub mod sim;
 pub mod trace;
 pub mod transfer;
-pub mod cli;

@@ -80,7 +80,13 @@ pub fn read_out(out: &[f32]) -> u32 {
 /// Text to token ids (ASCII; anything else becomes `?`).
 pub fn encode(text: &str) -> Vec<u32> {
     text.chars()
-        .map(|c| if c.is_ascii() && c != '\0' { c as u32 } else { '?' as u32 })
+        .map(|c| {
+            if c.is_ascii() && c != '\0' {
+                c as u32
+            } else {
+                '?' as u32
+            }
+        })
         .collect()
 }
 
@@ -89,7 +95,9 @@ pub fn decode(ids: &[u32]) -> String {
     ids.iter()
         .map(|&t| match t {
             PLACEHOLDER => '\u{2400}',
-            t => char::from_u32(t).filter(|c| !c.is_control()).unwrap_or('\u{fffd}'),
+            t => char::from_u32(t)
+                .filter(|c| !c.is_control())
+                .unwrap_or('\u{fffd}'),
         })
         .collect()
 }
@@ -100,8 +108,22 @@ pub fn canary(tenant: &str, rng: &mut impl RngCore) -> String {
 }
 
 const WORDS: &[&str] = &[
-    "ledger", "invoice", "patient", "contract", "salary", "account", "merger", "draft",
-    "password", "diagnosis", "routing", "quarterly", "private", "balance", "memo", "board",
+    "ledger",
+    "invoice",
+    "patient",
+    "contract",
+    "salary",
+    "account",
+    "merger",
+    "draft",
+    "password",
+    "diagnosis",
+    "routing",
+    "quarterly",
+    "private",
+    "balance",
+    "memo",
+    "board",
 ];
 
 /// A tenant's prompt of exactly `len` tokens: a start marker, the canary,

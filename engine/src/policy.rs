@@ -120,7 +120,11 @@ pub enum HandoffDecision {
     /// Accept the handoff into the running batch.
     Admit,
     /// Abort the request with this status and message.
-    Abort { status: u16, message: String, transfer_failure: bool },
+    Abort {
+        status: u16,
+        message: String,
+        transfer_failure: bool,
+    },
 }
 
 /// Decode's transfer-queue door. Pre-fix it trusts transfer-complete and
@@ -254,21 +258,40 @@ mod tests {
     #[test]
     fn retire_aborted_prefill_result_stops_the_send() {
         let on = FixSet::new(&[Fix::RetireAbortedPrefillResult]);
-        assert_eq!(prefill_result_action(&rejected(), true, on), ResultAction::Retire);
+        assert_eq!(
+            prefill_result_action(&rejected(), true, on),
+            ResultAction::Retire
+        );
         let valid = Req::new("v-1", "v", vec![1; 10], 4, 2);
-        assert_eq!(prefill_result_action(&valid, true, on), ResultAction::SendLastChunk);
-        assert_eq!(prefill_result_action(&valid, false, on), ResultAction::SendChunk);
+        assert_eq!(
+            prefill_result_action(&valid, true, on),
+            ResultAction::SendLastChunk
+        );
+        assert_eq!(
+            prefill_result_action(&valid, false, on),
+            ResultAction::SendChunk
+        );
     }
 
     #[test]
     fn handoff_door_checks_checksum_and_timeout() {
         let r = Req::new("v-1", "v", vec![1; 10], 4, 2);
-        assert_eq!(handoff_door(&r, KvPoll::Success, 0, 10, None), HandoffDecision::Admit);
+        assert_eq!(
+            handoff_door(&r, KvPoll::Success, 0, 10, None),
+            HandoffDecision::Admit
+        );
         assert!(matches!(
             handoff_door(&r, KvPoll::Success, 0, 10, Some(false)),
-            HandoffDecision::Abort { status: 500, transfer_failure: true, .. }
+            HandoffDecision::Abort {
+                status: 500,
+                transfer_failure: true,
+                ..
+            }
         ));
-        assert_eq!(handoff_door(&r, KvPoll::Transferring, 9, 10, None), HandoffDecision::Wait);
+        assert_eq!(
+            handoff_door(&r, KvPoll::Transferring, 9, 10, None),
+            HandoffDecision::Wait
+        );
         let mut relayed = r.clone();
         relayed.set_finish_with_abort("too long", 400);
         assert!(matches!(
@@ -293,8 +316,14 @@ mod tests {
             streaming,
             holds_active_slot: true,
         };
-        assert_eq!(retire_session_effect(Some(&s(true))), SessionEffect::DetachActiveSlot);
-        assert_eq!(retire_session_effect(Some(&s(false))), SessionEffect::Untouched);
+        assert_eq!(
+            retire_session_effect(Some(&s(true))),
+            SessionEffect::DetachActiveSlot
+        );
+        assert_eq!(
+            retire_session_effect(Some(&s(false))),
+            SessionEffect::Untouched
+        );
         assert_eq!(retire_session_effect(None), SessionEffect::None);
     }
 }

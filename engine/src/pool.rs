@@ -192,7 +192,10 @@ mod tests {
         let mut p = KvPool::new(layout(), 8, FreeListPolicy::Lifo);
         let a = p.alloc(3).unwrap();
         assert_eq!(a, vec![0, 1, 2]);
-        let w = WriterId { req: 0, generation: 0 };
+        let w = WriterId {
+            req: 0,
+            generation: 0,
+        };
         p.write_slot(1, 0, &[7; 8], &[9; 8], w);
         p.free(&a, false, false).unwrap();
         let b = p.alloc(3).unwrap();
@@ -205,7 +208,16 @@ mod tests {
     fn fifo_reuses_oldest_free_page_and_scrub_clears() {
         let mut p = KvPool::new(layout(), 4, FreeListPolicy::Fifo);
         let a = p.alloc(2).unwrap();
-        p.write_slot(0, 1, &[3; 8], &[3; 8], WriterId { req: 1, generation: 0 });
+        p.write_slot(
+            0,
+            1,
+            &[3; 8],
+            &[3; 8],
+            WriterId {
+                req: 1,
+                generation: 0,
+            },
+        );
         p.free(&a, true, false).unwrap();
         assert_eq!(p.alloc(2).unwrap(), vec![2, 3]);
         assert_eq!(p.alloc(2).unwrap(), vec![0, 1]);

@@ -81,7 +81,13 @@ fn provenance(path: Path, n: u8) -> Provenance {
     match path {
         Path::Incident => incident(n),
         Path::Healthy => ModelAssumption,
-        Path::EntryRetire => if n == 2 { UpstreamTest } else { UpstreamThread },
+        Path::EntryRetire => {
+            if n == 2 {
+                UpstreamTest
+            } else {
+                UpstreamThread
+            }
+        }
         Path::ResultRetire => match n {
             1..=3 => incident(n),
             4 => UpstreamTest,
@@ -94,7 +100,11 @@ fn provenance(path: Path, n: u8) -> Provenance {
             _ => ModelAssumption,
         },
         Path::CanaryRaise | Path::Tags | Path::Scrub => {
-            if n <= 5 { incident(n) } else { ModelAssumption }
+            if n <= 5 {
+                incident(n)
+            } else {
+                ModelAssumption
+            }
         }
     }
 }
@@ -120,12 +130,13 @@ pub fn run(config: &ProbeConfig) -> anyhow::Result<ProbePredicate> {
 
 fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
     let config = &sim.config;
-    let probed = sim.probed().ok_or_else(|| anyhow::anyhow!("scenario has no probed request"))?;
+    let probed = sim
+        .probed()
+        .ok_or_else(|| anyhow::anyhow!("scenario has no probed request"))?;
     let entry = &sim.entries[probed as usize];
-    let response = entry
-        .response
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("the probed request got no answer within the simulated hour"))?;
+    let response = entry.response.clone().ok_or_else(|| {
+        anyhow::anyhow!("the probed request got no answer within the simulated hour")
+    })?;
     let prompt = &entry.arrival.prompt;
     let path = path_of(config, prompt.len());
 
@@ -152,7 +163,9 @@ fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
     let leaked: Vec<String> = sim
         .entries
         .iter()
-        .filter(|e| e.arrival.tenant != entry.arrival.tenant && response.text.contains(&e.arrival.canary))
+        .filter(|e| {
+            e.arrival.tenant != entry.arrival.tenant && response.text.contains(&e.arrival.canary)
+        })
         .map(|e| e.arrival.canary.clone())
         .collect();
     let foreign = sim.marks.foreign_pages_read;
@@ -165,9 +178,21 @@ fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
         response.status == 400
     };
     let latency_s = (response.at_us - entry.arrival.at_us) as f64 / 1e6;
-    let outcome = outcome_line(&response.status, leak, &leaked, foreign, correct_answer, latency_s, &sim.entries, entry);
+    let outcome = outcome_line(
+        &response.status,
+        leak,
+        &leaked,
+        foreign,
+        correct_answer,
+        latency_s,
+        &sim.entries,
+        entry,
+    );
     let mut steps = steps;
-    let final_sentence = format!("The client got HTTP {} after {:.3} virtual seconds. {}", response.status, latency_s, outcome);
+    let final_sentence = format!(
+        "The client got HTTP {} after {:.3} virtual seconds. {}",
+        response.status, latency_s, outcome
+    );
     steps[6].summary = if steps[6].summary.is_empty() {
         final_sentence
     } else {
@@ -176,12 +201,18 @@ fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
 
     let trace_sha256 = hex::encode(Sha256::digest(serde_json::to_vec(&steps)?));
     Ok(ProbePredicate {
-        probe: ProbeInfo { name: "incident".into(), version: INCIDENT_PROBE_VERSION },
+        probe: ProbeInfo {
+            name: "incident".into(),
+            version: INCIDENT_PROBE_VERSION,
+        },
         engine: EngineInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             commit: env!("KVW_COMMIT").to_string(),
         },
-        backend: BackendInfo { kind: BackendKind::Cpu, device: format!("cpu ({})", std::env::consts::ARCH) },
+        backend: BackendInfo {
+            kind: BackendKind::Cpu,
+            device: format!("cpu ({})", std::env::consts::ARCH),
+        },
         config: config.clone(),
         steps,
         verdict: Verdict {

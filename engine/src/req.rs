@@ -94,7 +94,13 @@ pub struct Req {
 }
 
 impl Req {
-    pub fn new(rid: &str, tenant: &str, input_ids: Vec<u32>, max_new_tokens: u32, room: u64) -> Self {
+    pub fn new(
+        rid: &str,
+        tenant: &str,
+        input_ids: Vec<u32>,
+        max_new_tokens: u32,
+        room: u64,
+    ) -> Self {
         Req {
             rid: rid.to_string(),
             tenant: tenant.to_string(),
@@ -180,12 +186,18 @@ mod tests {
         let mut r = Req::new("x-1", "x", vec![5; 100], 4, 1);
         r.set_finish_with_abort("too long", 400);
         assert_eq!(r.origin_input_ids, vec![0]);
-        assert!(!r.finished(), "the incident's window: rejected yet not finished");
+        assert!(
+            !r.finished(),
+            "the incident's window: rejected yet not finished"
+        );
         assert!(r.to_finish.is_some());
         r.update_finish_state();
         assert!(r.finished());
         assert!(r.to_finish.is_none());
-        assert_eq!(r.effective_finish().map(FinishReason::status_code), Some(400));
+        assert_eq!(
+            r.effective_finish().map(FinishReason::status_code),
+            Some(400)
+        );
     }
 
     #[test]

@@ -64,7 +64,15 @@ impl Trace {
     }
 
     /// Record an event in `step` (or in the current step when `None`).
-    pub fn event(&mut self, step: Option<u8>, t_us: u64, actor: &str, rid: &str, kind: &str, detail: String) {
+    pub fn event(
+        &mut self,
+        step: Option<u8>,
+        t_us: u64,
+        actor: &str,
+        rid: &str,
+        kind: &str,
+        detail: String,
+    ) {
         let s = step.unwrap_or(self.current) as usize;
         self.steps[s].events.push(Event {
             t_us,
@@ -92,7 +100,14 @@ impl Trace {
         }
     }
 
-    pub fn state(&mut self, step: u8, req: &Req, original_prompt_len: usize, door: &str, decision: &str) {
+    pub fn state(
+        &mut self,
+        step: u8,
+        req: &Req,
+        original_prompt_len: usize,
+        door: &str,
+        decision: &str,
+    ) {
         self.steps[step as usize].state = Some(req_state(req, original_prompt_len, door, decision));
     }
 

@@ -215,7 +215,10 @@ impl TransferChannel {
 mod tests {
     use super::*;
 
-    const W: WriterId = WriterId { req: 0, generation: 0 };
+    const W: WriterId = WriterId {
+        req: 0,
+        generation: 0,
+    };
 
     #[test]
     fn completes_after_final_chunk_even_if_short() {
@@ -230,7 +233,11 @@ mod tests {
         let landed = c.take_landed(100);
         assert_eq!(landed.len(), 1);
         assert_eq!(landed[0].dst_page, 10);
-        assert_eq!(c.poll(1), KvPoll::Success, "1 of 4 pages written, still complete");
+        assert_eq!(
+            c.poll(1),
+            KvPoll::Success,
+            "1 of 4 pages written, still complete"
+        );
     }
 
     #[test]

@@ -69,7 +69,11 @@ impl Partial {
             return;
         }
         let max = self.max.max(other.max);
-        let a = if self.sum == 0.0 { 0.0 } else { (self.max - max).exp() };
+        let a = if self.sum == 0.0 {
+            0.0
+        } else {
+            (self.max - max).exp()
+        };
         let b = (other.max - max).exp();
         for (x, &y) in self.acc.iter_mut().zip(&other.acc) {
             *x = *x * a + y * b;
@@ -247,7 +251,9 @@ mod tests {
             .collect();
         let mut table: Vec<u32> = (0..pages as u32).collect();
         table.reverse();
-        let q: Vec<f32> = (0..4 * l.head_dim).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let q: Vec<f32> = (0..4 * l.head_dim)
+            .map(|_| rng.random_range(-1.0..1.0))
+            .collect();
         let a = PagedAttention {
             layout: l,
             kv: &kv,

@@ -43,7 +43,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
 
     // Attention bandwidth over written (non-zero) pages vs a memcpy of the same bytes.
-    let layout = KvLayout { page_size: 64, num_kv_heads: 1, head_dim: HEAD_DIM };
+    let layout = KvLayout {
+        page_size: 64,
+        num_kv_heads: 1,
+        head_dim: HEAD_DIM,
+    };
     let pages = 4096usize;
     let mut kv = vec![0u16; pages * layout.page_elems()];
     for (i, x) in kv.iter_mut().enumerate() {

@@ -40,7 +40,10 @@ pub fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             let text = e.to_string();
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
             eprintln!("{}", line.trim());
             return ExitCode::from(2);
         }
@@ -61,7 +64,11 @@ pub fn main() -> ExitCode {
 
 /// An error chain on one line.
 pub fn one_line(e: &anyhow::Error) -> String {
-    e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ").replace('\n', " ")
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+        .replace('\n', " ")
 }
 
 fn init_tracing() {

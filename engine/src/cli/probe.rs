@@ -130,7 +130,11 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_receipt(path: &std::path::Path, key: Option<&std::path::Path>, p: &ProbePredicate) -> anyhow::Result<()> {
+fn write_receipt(
+    path: &std::path::Path,
+    key: Option<&std::path::Path>,
+    p: &ProbePredicate,
+) -> anyhow::Result<()> {
     let _ = (path, key, p);
     anyhow::bail!("signing is not available in this build yet")
 }
@@ -141,7 +145,11 @@ pub fn account(p: &ProbePredicate) -> String {
     let fixes = if c.fixes.is_empty() {
         "none".to_string()
     } else {
-        c.fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
+        c.fixes
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let mut s = String::new();
     s += &format!(
@@ -153,7 +161,12 @@ pub fn account(p: &ProbePredicate) -> String {
         c.max_req_input_len, c.kv_canary, c.free_list, c.seed
     );
     for step in &p.steps {
-        s += &format!("{}. {} [{}]\n", step.step, step.name, provenance_label(step.provenance));
+        s += &format!(
+            "{}. {} [{}]\n",
+            step.step,
+            step.name,
+            provenance_label(step.provenance)
+        );
         s += &format!("   {}\n", step.summary);
         if let Some(st) = &step.state {
             s += &format!(
@@ -183,13 +196,20 @@ pub fn account(p: &ProbePredicate) -> String {
     for c in &v.canaries_leaked {
         text = text.replace(c, &format!(">>>{c}<<<"));
     }
-    s += &format!("\nHTTP {} after {:.3} s (virtual)\n", v.http_status, v.latency_s);
+    s += &format!(
+        "\nHTTP {} after {:.3} s (virtual)\n",
+        v.http_status, v.latency_s
+    );
     s += &format!("response: {text:?}\n");
     s += &format!(
         "verdict: {} (foreign pages read: {}, canaries leaked: {})\n",
         v.outcome,
         v.foreign_pages_read,
-        if v.canaries_leaked.is_empty() { "none".into() } else { v.canaries_leaked.join(", ") }
+        if v.canaries_leaked.is_empty() {
+            "none".into()
+        } else {
+            v.canaries_leaked.join(", ")
+        }
     );
     s += &format!("trace sha256: {}\n", p.trace_sha256);
     s

@@ -56,18 +56,43 @@ pub struct DecodeWorker {
 /// A request arrives from the router with the prompt the client sent.
 pub fn receive(sim: &mut Sim, i: u32) {
     let e = &sim.entries[i as usize];
-    let mut req = Req::new(&e.rid, &e.arrival.tenant, e.arrival.prompt.clone(), e.arrival.max_new_tokens, e.room);
+    let mut req = Req::new(
+        &e.rid,
+        &e.arrival.tenant,
+        e.arrival.prompt.clone(),
+        e.arrival.max_new_tokens,
+        e.room,
+    );
     let original_len = req.input_len();
     let cap = max_req_input_len(sim.config.context_len, sim.config.decode_pool_tokens);
     if let Some(msg) = validate_input_length(original_len, cap) {
         req.set_finish_with_abort(&msg, 400);
-        sim.event(i, 1, "decode", "validate", format!("decode's own cap {cap} rejects the input: {msg}"));
+        sim.event(
+            i,
+            1,
+            "decode",
+            "validate",
+            format!("decode's own cap {cap} rejects the input: {msg}"),
+        );
     }
     if let Some((msg, status)) = sim.decode.early_aborts.remove(&i) {
         req.set_finish_with_abort(&msg, status);
-        sim.event(i, 5, "decode", "abort", "router abort arrived first: set_finish_with_abort records it in to_finish".into());
+        sim.event(
+            i,
+            5,
+            "decode",
+            "abort",
+            "router abort arrived first: set_finish_with_abort records it in to_finish".into(),
+        );
     }
-    sim.decode.prealloc_queue.push(DReq { req, idx: i, original_len, table: Vec::new(), waited_since: 0, has_receiver: false });
+    sim.decode.prealloc_queue.push(DReq {
+        req,
+        idx: i,
+        original_len,
+        table: Vec::new(),
+        waited_since: 0,
+        has_receiver: false,
+    });
 }
 
 /// The router forwards prefill's error: `abort_request` on decode records it
@@ -92,7 +117,10 @@ pub fn abort(sim: &mut Sim, i: u32, message: &str, status: u16) {
 }
 
 fn free_flags(sim: &Sim) -> (bool, bool) {
-    (sim.fix(Fix::ScrubOnFree), sim.canary_mode() != KvCanaryMode::Off)
+    (
+        sim.fix(Fix::ScrubOnFree),
+        sim.canary_mode() != KvCanaryMode::Off,
+    )
 }
 
 /// One iteration of the decode event loop. Returns when to run again.
@@ -112,7 +140,10 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         sim.decode.busy_until = end;
         next = Some(next.map_or(end, |n: u64| n.min(end)));
     }
-    if !sim.decode.prealloc_queue.is_empty() && next.is_none() && !sim.decode.transfer_queue.is_empty() {
+    if !sim.decode.prealloc_queue.is_empty()
+        && next.is_none()
+        && !sim.decode.transfer_queue.is_empty()
+    {
         next = Some(sim.now + cost::DECODE_STEP_US);
     }
     next
@@ -135,9 +166,16 @@ fn prealloc(sim: &mut Sim) {
             sim.event(d.idx, 5, "decode", "retire", format!("is_unadmitted_reject: retired at the prealloc door with the original {status}; no receiver, no bootstrap, no metadata buffer"));
             if probed {
                 sim.trace.reach(5);
-                sim.trace.state(5, &d.req, d.original_len, "decode.prealloc_queue (entry door)", "retired");
+                sim.trace.state(
+                    5,
+                    &d.req,
+                    d.original_len,
+                    "decode.prealloc_queue (entry door)",
+                    "retired",
+                );
                 sim.trace.say(5, format!("Decode's entry door (PR #38935) retired the request before creating a receiver or reserving pages, and answered {status} with the original message."));
-                sim.trace.source(5, engine_ref!("policy::entry_door on decode"));
+                sim.trace
+                    .source(5, engine_ref!("policy::entry_door on decode"));
             }
             sim.decode_answer(sim.now, d.idx, status, message, Vec::new());
             continue;
@@ -147,7 +185,13 @@ fn prealloc(sim: &mut Sim) {
             if probed {
                 sim.counters.receivers += 1;
             }
-            sim.event(d.idx, 1, "decode", "receiver", format!("KV receiver created for room {}", d.req.bootstrap_room));
+            sim.event(
+                d.idx,
+                1,
+                "decode",
+                "receiver",
+                format!("KV receiver created for room {}", d.req.bootstrap_room),
+            );
         }
         // `_pre_alloc`: reserve pages for decode's own view of the prompt.
         let need = d.req.input_len().div_ceil(ps);
@@ -160,7 +204,8 @@ fn prealloc(sim: &mut Sim) {
         d.req.metadata_buffer_index = Some(sim.decode.next_metadata);
         sim.decode.next_metadata += 1;
         d.waited_since = sim.now;
-        sim.channel.receiver_init(d.req.bootstrap_room, d.table.clone());
+        sim.channel
+            .receiver_init(d.req.bootstrap_room, d.table.clone());
         sim.wake_prefill(sim.now + cost::HOP_BACK_US);
         sim.event(d.idx, 1, "decode", "prealloc", format!(
             "_pre_alloc reserved {} page(s) for {} tokens; receiver.init sent the page table to prefill",
@@ -171,11 +216,27 @@ fn prealloc(sim: &mut Sim) {
             sim.counters.metadata_buffers += 1;
             sim.marks.reserved = d.table.clone();
             sim.trace.reach(1);
-            sim.trace.state(1, &d.req, d.original_len, "decode.prealloc_queue (_pre_alloc)", "pages reserved");
+            sim.trace.state(
+                1,
+                &d.req,
+                d.original_len,
+                "decode.prealloc_queue (_pre_alloc)",
+                "pages reserved",
+            );
             sim.trace.pages(1, sim.page_view(PoolSide::Decode));
-            sim.trace.source(1, engine_ref!("_pre_alloc from decode's view of the prompt length"));
-            sim.trace.source(1, upstream_ref(DECODE_PY, None, "DecodePreallocQueue._pre_alloc"));
-            let foreign = d.table.iter().filter(|&&p| sim.decode_pool.meta(p).writer.is_some()).count();
+            sim.trace.source(
+                1,
+                engine_ref!("_pre_alloc from decode's view of the prompt length"),
+            );
+            sim.trace.source(
+                1,
+                upstream_ref(DECODE_PY, None, "DecodePreallocQueue._pre_alloc"),
+            );
+            let foreign = d
+                .table
+                .iter()
+                .filter(|&&p| sim.decode_pool.meta(p).writer.is_some())
+                .count();
             sim.trace.say(1, format!(
                 "The router told decode the prompt is {} tokens; decode reserved {} pages of {} tokens for it. {} of those pages still hold bytes of earlier requests (freed pages are not cleared).",
                 d.original_len,
@@ -219,13 +280,26 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
                 ));
                 if probed {
                     sim.trace.reach(5);
-                    sim.trace.state(5, &d.req, d.original_len, "decode.transfer_queue", "admitted");
+                    sim.trace.state(
+                        5,
+                        &d.req,
+                        d.original_len,
+                        "decode.transfer_queue",
+                        "admitted",
+                    );
                     sim.trace.pages(5, sim.page_view(PoolSide::Decode));
                     sim.trace.source(5, engine_ref!("policy::handoff_door"));
-                    sim.trace.source(5, upstream_ref(SCHEDULE_BATCH, Some((1479, 1481)), "Req.finished()"));
-                    sim.trace.source(5, upstream_ref(DECODE_PY, None, "DecodeTransferQueue.pop_transferred"));
+                    sim.trace.source(
+                        5,
+                        upstream_ref(SCHEDULE_BATCH, Some((1479, 1481)), "Req.finished()"),
+                    );
+                    sim.trace.source(
+                        5,
+                        upstream_ref(DECODE_PY, None, "DecodeTransferQueue.pop_transferred"),
+                    );
                     if checksum_ok == Some(true) {
-                        sim.trace.say(5, "The kv-checksum matched over the reserved pages.");
+                        sim.trace
+                            .say(5, "The kv-checksum matched over the reserved pages.");
                     }
                     sim.trace.say(5, format!(
                         "The receiver polled Success with {written} of {} reserved pages written, and finished() was false: decode accepted the handoff.",
@@ -234,21 +308,44 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
                 }
                 sim.decode.running_batch.push(d);
             }
-            HandoffDecision::Abort { status, message, transfer_failure } => {
+            HandoffDecision::Abort {
+                status,
+                message,
+                transfer_failure,
+            } => {
                 if probed {
                     if transfer_failure {
                         sim.counters.transfer_failures += 1;
                     }
                     sim.trace.reach(5);
-                    sim.trace.state(5, &d.req, d.original_len, "decode.transfer_queue", "aborted");
+                    sim.trace.state(
+                        5,
+                        &d.req,
+                        d.original_len,
+                        "decode.transfer_queue",
+                        "aborted",
+                    );
                     sim.trace.pages(5, sim.page_view(PoolSide::Decode));
-                    sim.trace.source(5, engine_ref!("policy::handoff_door → Abort"));
-                    sim.trace.say(5, format!("Decode aborted the request before batching it: {message}."));
+                    sim.trace
+                        .source(5, engine_ref!("policy::handoff_door → Abort"));
+                    sim.trace.say(
+                        5,
+                        format!("Decode aborted the request before batching it: {message}."),
+                    );
                 }
-                sim.event(d.idx, 5, "decode", "abort", format!("{message}; answering {status}"));
+                sim.event(
+                    d.idx,
+                    5,
+                    "decode",
+                    "abort",
+                    format!("{message}; answering {status}"),
+                );
                 sim.channel.ack(room);
                 let answer = match d.req.effective_finish() {
-                    Some(FinishReason::Abort { message: m, status_code }) if *status_code == status => m.clone(),
+                    Some(FinishReason::Abort {
+                        message: m,
+                        status_code,
+                    }) if *status_code == status => m.clone(),
                     _ => message,
                 };
                 finish(sim, d, status, answer, sim.now);
@@ -267,24 +364,53 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
     let first = d.req.output_ids.is_empty();
     let read = &d.table[..used];
     let me = sim.writer(d.idx, d.req.generation);
-    let canaried = read.iter().filter(|&&p| sim.decode_pool.meta(p).canary).count();
+    let canaried = read
+        .iter()
+        .filter(|&&p| sim.decode_pool.meta(p).canary)
+        .count();
     if probed && first {
         sim.trace.reach(6);
-        sim.trace.state(6, &d.req, d.original_len, "decode.running_batch", "decoding");
-        sim.trace.source(6, engine_ref!("decode attention over the whole page table"));
-        sim.trace.source(6, upstream_ref(DECODE_PY, None, "decode batch over req_to_token of the reserved length"));
+        sim.trace.state(
+            6,
+            &d.req,
+            d.original_len,
+            "decode.running_batch",
+            "decoding",
+        );
+        sim.trace
+            .source(6, engine_ref!("decode attention over the whole page table"));
+        sim.trace.source(
+            6,
+            upstream_ref(
+                DECODE_PY,
+                None,
+                "decode batch over req_to_token of the reserved length",
+            ),
+        );
     }
     if canaried > 0 && sim.canary_mode() != KvCanaryMode::Off {
         if probed {
             sim.counters.canary_reads += canaried as u32;
         }
-        sim.event(d.idx, 6, "decode", "kv_canary", format!("{canaried} page(s) in the read set hold canary data"));
+        sim.event(
+            d.idx,
+            6,
+            "decode",
+            "kv_canary",
+            format!("{canaried} page(s) in the read set hold canary data"),
+        );
         if sim.canary_mode() == KvCanaryMode::Raise {
             if probed && first {
                 record_read(sim, &[], me);
                 sim.trace.say(6, format!("--kv-canary=raise: {canaried} page(s) in the read set hold canary data; the request is aborted before attention reads them."));
             }
-            finish(sim, d, 500, "kv canary: read of a page holding canary data".into(), end);
+            finish(
+                sim,
+                d,
+                500,
+                "kv canary: read of a page holding canary data".into(),
+                end,
+            );
             return;
         }
         if probed && first {
@@ -315,10 +441,21 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
                     record_read(sim, &before, me);
                 }
                 sim.counters.tag_refusals += 1;
-                sim.trace.say(6, format!("Page tags: {refused}. The read fails closed and the request is aborted."));
+                sim.trace.say(
+                    6,
+                    format!(
+                        "Page tags: {refused}. The read fails closed and the request is aborted."
+                    ),
+                );
             }
             sim.event(d.idx, 6, "decode", "tag_refused", refused.to_string());
-            finish(sim, d, 500, "KV page owner tag mismatch: refusing to read another request's page".into(), end);
+            finish(
+                sim,
+                d,
+                500,
+                "KV page owner tag mismatch: refusing to read another request's page".into(),
+                end,
+            );
             return;
         }
     };
@@ -343,15 +480,29 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
             }
         }
     }
-    sim.decode_pool.write_slot(d.table[pos / ps], pos % ps, &k_code(pos as u64), &v_code(token), me);
+    sim.decode_pool.write_slot(
+        d.table[pos / ps],
+        pos % ps,
+        &k_code(pos as u64),
+        &v_code(token),
+        me,
+    );
     d.req.output_ids.push(token);
-    sim.event(d.idx, 6, "decode", "step", format!(
-        "step {}: attended {used} pages ({foreign} foreign), read out {:?}",
-        d.req.output_ids.len(),
-        model::decode(&[token])
-    ));
+    sim.event(
+        d.idx,
+        6,
+        "decode",
+        "step",
+        format!(
+            "step {}: attended {used} pages ({foreign} foreign), read out {:?}",
+            d.req.output_ids.len(),
+            model::decode(&[token])
+        ),
+    );
     if d.req.output_ids.len() as u32 >= d.req.max_new_tokens {
-        d.req.to_finish = Some(FinishReason::Length { length: d.req.max_new_tokens });
+        d.req.to_finish = Some(FinishReason::Length {
+            length: d.req.max_new_tokens,
+        });
         d.req.update_finish_state();
         let text = model::decode(&d.req.output_ids);
         finish(sim, d, 200, text, end);
@@ -379,7 +530,10 @@ fn record_read(sim: &mut Sim, read: &[u32], me: crate::pool::WriterId) -> usize 
 
 fn answer_of(req: &Req) -> (u16, String) {
     match req.effective_finish() {
-        Some(FinishReason::Abort { message, status_code }) => (*status_code, message.clone()),
+        Some(FinishReason::Abort {
+            message,
+            status_code,
+        }) => (*status_code, message.clone()),
         Some(r) => (r.status_code(), r.to_string()),
         None => (500, "finished without a reason".into()),
     }

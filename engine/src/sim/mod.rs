@@ -76,8 +76,18 @@ enum Msg {
     ToDecode(u32),
     /// Router forwards a prefill error to decode as an abort.
     AbortDecode(u32, String, u16),
-    PrefillAnswer { req: u32, status: u16, message: String, handoff_complete: bool },
-    DecodeAnswer { req: u32, status: u16, text: String, output_ids: Vec<u32> },
+    PrefillAnswer {
+        req: u32,
+        status: u16,
+        message: String,
+        handoff_complete: bool,
+    },
+    DecodeAnswer {
+        req: u32,
+        status: u16,
+        text: String,
+        output_ids: Vec<u32>,
+    },
     ClientGets(u32, u16, String, Vec<u32>),
     PrefillTick,
     DecodeTick,
@@ -122,8 +132,16 @@ impl Sim {
             head_dim: HEAD_DIM,
         };
         let ps = config.page_size as u64;
-        let prefill_pool = KvPool::new(layout, (config.prefill_pool_tokens / ps) as usize, config.free_list);
-        let decode_pool = KvPool::new(layout, (config.decode_pool_tokens / ps) as usize, config.free_list);
+        let prefill_pool = KvPool::new(
+            layout,
+            (config.prefill_pool_tokens / ps) as usize,
+            config.free_list,
+        );
+        let decode_pool = KvPool::new(
+            layout,
+            (config.decode_pool_tokens / ps) as usize,
+            config.free_list,
+        );
         let fixes = FixSet::new(&config.fixes);
         let mut counts = std::collections::BTreeMap::<String, u32>::new();
         let entries = arrivals
@@ -168,7 +186,10 @@ impl Sim {
 
     /// Index of the probed request.
     pub fn probed(&self) -> Option<u32> {
-        self.entries.iter().position(|e| e.arrival.probed).map(|i| i as u32)
+        self.entries
+            .iter()
+            .position(|e| e.arrival.probed)
+            .map(|i| i as u32)
     }
 
     pub fn is_probed(&self, req: u32) -> bool {
@@ -228,9 +249,15 @@ impl Sim {
             Msg::Arrive(i) => {
                 let len = self.entries[i as usize].arrival.prompt.len();
                 let room = self.entries[i as usize].room;
-                self.event(i, 1, "router", "dispatch", format!(
-                    "prompt of {len} tokens; bootstrap room {room}; sent to prefill and decode"
-                ));
+                self.event(
+                    i,
+                    1,
+                    "router",
+                    "dispatch",
+                    format!(
+                        "prompt of {len} tokens; bootstrap room {room}; sent to prefill and decode"
+                    ),
+                );
                 if self.is_probed(i) {
                     self.trace.reach(1);
                 }
@@ -264,12 +291,20 @@ impl Sim {
                 }
             }
             Msg::Land => self.land(),
-            Msg::PrefillAnswer { req, status, message, handoff_complete } => {
+            Msg::PrefillAnswer {
+                req,
+                status,
+                message,
+                handoff_complete,
+            } => {
                 if policy::router_relays_prefill_error(handoff_complete) {
                     self.event(req, 7, "router", "relay_abort", format!(
                         "prefill answered {status} before the handoff; router aborts the decode side"
                     ));
-                    self.send(self.now + cost::HOP_BACK_US, Msg::AbortDecode(req, message, status));
+                    self.send(
+                        self.now + cost::HOP_BACK_US,
+                        Msg::AbortDecode(req, message, status),
+                    );
                 } else {
                     self.event(req, 7, "router", "drop_prefill_error", format!(
                         "prefill answered {status} after transfer-complete; router waits for decode's answer"
@@ -281,11 +316,25 @@ impl Sim {
                     }
                 }
             }
-            Msg::DecodeAnswer { req, status, text, output_ids } => {
-                self.send(self.now + cost::HOP_BACK_US, Msg::ClientGets(req, status, text, output_ids));
+            Msg::DecodeAnswer {
+                req,
+                status,
+                text,
+                output_ids,
+            } => {
+                self.send(
+                    self.now + cost::HOP_BACK_US,
+                    Msg::ClientGets(req, status, text, output_ids),
+                );
             }
             Msg::ClientGets(req, status, text, output_ids) => {
-                self.event(req, 7, "client", "response", format!("HTTP {status}: {text:?}"));
+                self.event(
+                    req,
+                    7,
+                    "client",
+                    "response",
+                    format!("HTTP {status}: {text:?}"),
+                );
                 if self.is_probed(req) {
                     self.trace.reach(7);
                 }
@@ -325,13 +374,43 @@ impl Sim {
     }
 
     /// Answer from prefill to the router.
-    pub fn prefill_answer(&mut self, at: u64, req: u32, status: u16, message: String, handoff_complete: bool) {
-        self.send(at + cost::HOP_BACK_US, Msg::PrefillAnswer { req, status, message, handoff_complete });
+    pub fn prefill_answer(
+        &mut self,
+        at: u64,
+        req: u32,
+        status: u16,
+        message: String,
+        handoff_complete: bool,
+    ) {
+        self.send(
+            at + cost::HOP_BACK_US,
+            Msg::PrefillAnswer {
+                req,
+                status,
+                message,
+                handoff_complete,
+            },
+        );
     }
 
     /// Answer from decode to the router (and on to the client).
-    pub fn decode_answer(&mut self, at: u64, req: u32, status: u16, text: String, output_ids: Vec<u32>) {
-        self.send(at + cost::HOP_BACK_US, Msg::DecodeAnswer { req, status, text, output_ids });
+    pub fn decode_answer(
+        &mut self,
+        at: u64,
+        req: u32,
+        status: u16,
+        text: String,
+        output_ids: Vec<u32>,
+    ) {
+        self.send(
+            at + cost::HOP_BACK_US,
+            Msg::DecodeAnswer {
+                req,
+                status,
+                text,
+                output_ids,
+            },
+        );
     }
 
     /// Writer id of a request.
@@ -344,8 +423,9 @@ impl Sim {
         match writer {
             None => WriterClass::NeverWritten,
             Some(w) if w.req == probed => WriterClass::ThisRequest,
-            Some(w) if self.entries[w.req as usize].arrival.tenant
-                == self.entries[probed as usize].arrival.tenant =>
+            Some(w)
+                if self.entries[w.req as usize].arrival.tenant
+                    == self.entries[probed as usize].arrival.tenant =>
             {
                 WriterClass::SameTenant
             }
@@ -373,7 +453,12 @@ impl Sim {
             });
             match runs.last_mut() {
                 Some(r) if r.class == class && r.writer == writer => r.count += 1,
-                _ => runs.push(PageRun { first: p as u64, count: 1, class, writer }),
+                _ => runs.push(PageRun {
+                    first: p as u64,
+                    count: 1,
+                    class,
+                    writer,
+                }),
             }
         }
         let (reserved, transferred, read) = match side {

@@ -82,13 +82,22 @@ impl PrefillWorker {
 }
 
 fn free_flags(sim: &Sim) -> (bool, bool) {
-    (sim.fix(Fix::ScrubOnFree), sim.canary_mode() != KvCanaryMode::Off)
+    (
+        sim.fix(Fix::ScrubOnFree),
+        sim.canary_mode() != KvCanaryMode::Off,
+    )
 }
 
 /// A request arrives from the router: validate, then the bootstrap-queue door.
 pub fn receive(sim: &mut Sim, i: u32) {
     let e = &sim.entries[i as usize];
-    let mut req = Req::new(&e.rid, &e.arrival.tenant, e.arrival.prompt.clone(), e.arrival.max_new_tokens, e.room);
+    let mut req = Req::new(
+        &e.rid,
+        &e.arrival.tenant,
+        e.arrival.prompt.clone(),
+        e.arrival.max_new_tokens,
+        e.room,
+    );
     let original_len = req.input_len();
     let probed = sim.is_probed(i);
     if let Some(msg) = validate_input_length(original_len, sim.prefill.cap) {
@@ -98,8 +107,18 @@ pub fn receive(sim: &mut Sim, i: u32) {
             sim.prefill.cap
         ));
         if probed {
-            sim.trace.source(2, upstream_ref(SCHEDULE_BATCH, Some((2053, 2072)), "Req.set_finish_with_abort(): to_finish + one-token placeholder"));
-            sim.trace.source(2, engine_ref!("validate_input_length → set_finish_with_abort"));
+            sim.trace.source(
+                2,
+                upstream_ref(
+                    SCHEDULE_BATCH,
+                    Some((2053, 2072)),
+                    "Req.set_finish_with_abort(): to_finish + one-token placeholder",
+                ),
+            );
+            sim.trace.source(
+                2,
+                engine_ref!("validate_input_length → set_finish_with_abort"),
+            );
         }
     }
     match policy::entry_door(&req, sim.fixes) {
@@ -108,10 +127,24 @@ pub fn receive(sim: &mut Sim, i: u32) {
             sim.event(i, 2, "prefill", "retire", "is_unadmitted_reject: retired at the bootstrap-queue door before any bootstrap, metadata buffer or sender".into());
             if probed {
                 sim.trace.reach(2);
-                sim.trace.state(2, &req, original_len, "prefill.bootstrap_queue (entry door)", "retired");
+                sim.trace.state(
+                    2,
+                    &req,
+                    original_len,
+                    "prefill.bootstrap_queue (entry door)",
+                    "retired",
+                );
                 sim.trace.say(2, "The entry door (PR #38935) saw a rejection in to_finish on a request holding nothing and retired it at once: no bootstrap room, no metadata buffer, no sender.");
-                sim.trace.source(2, engine_ref!("policy::entry_door → Door::Retire"));
-                sim.trace.source(2, upstream_ref("test/registered/unit/disaggregation/test_admission_abort_not_enqueued.py", None, "upstream test: rejected requests are not enqueued"));
+                sim.trace
+                    .source(2, engine_ref!("policy::entry_door → Door::Retire"));
+                sim.trace.source(
+                    2,
+                    upstream_ref(
+                        "test/registered/unit/disaggregation/test_admission_abort_not_enqueued.py",
+                        None,
+                        "upstream test: rejected requests are not enqueued",
+                    ),
+                );
             }
             let msg = reason_message(&req);
             sim.prefill_answer(sim.now, i, 400, msg, false);
@@ -124,14 +157,30 @@ pub fn receive(sim: &mut Sim, i: u32) {
                 sim.counters.senders += 1;
                 sim.counters.bootstraps += 1;
                 sim.counters.metadata_buffers += 1;
-                sim.trace.source(1, engine_ref!("prefill bootstrap queue: sender, room, metadata buffer"));
+                sim.trace.source(
+                    1,
+                    engine_ref!("prefill bootstrap queue: sender, room, metadata buffer"),
+                );
             }
-            sim.event(i, 1, "prefill", "bootstrap", format!(
+            sim.event(
+                i,
+                1,
+                "prefill",
+                "bootstrap",
+                format!(
                 "sender created for room {}, metadata buffer {}; waiting for decode's handshake",
                 req.bootstrap_room,
                 req.metadata_buffer_index.unwrap_or(0)
-            ));
-            sim.prefill.bootstrap_queue.push(PReq { req, idx: i, original_len, pages: Vec::new(), done: 0, sent_pages: 0 });
+            ),
+            );
+            sim.prefill.bootstrap_queue.push(PReq {
+                req,
+                idx: i,
+                original_len,
+                pages: Vec::new(),
+                done: 0,
+                sent_pages: 0,
+            });
         }
     }
 }
@@ -156,7 +205,13 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         .partition(|p| sim.channel.handshake_ready(p.req.bootstrap_room));
     sim.prefill.bootstrap_queue = pending;
     for p in ready {
-        sim.event(p.idx, 1, "prefill", "handshake", "decode registered its pages; request moves to the waiting queue".into());
+        sim.event(
+            p.idx,
+            1,
+            "prefill",
+            "handshake",
+            "decode registered its pages; request moves to the waiting queue".into(),
+        );
         sim.prefill.waiting_queue.push_back(p);
     }
 
@@ -175,7 +230,8 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         next = Some(end);
     }
     poll_inflight(sim);
-    if next.is_none() && !sim.prefill.waiting_queue.is_empty() && sim.prefill_pool.free_pages() > 0 {
+    if next.is_none() && !sim.prefill.waiting_queue.is_empty() && sim.prefill_pool.free_pages() > 0
+    {
         next = Some(sim.now + cost::PREFILL_FIXED_US);
     }
     next
@@ -187,7 +243,9 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
     let mut budget = sim.prefill.chunk_size;
     let mut batch = Vec::new();
     while budget > 0 {
-        let Some(mut p) = sim.prefill.waiting_queue.pop_front() else { break };
+        let Some(mut p) = sim.prefill.waiting_queue.pop_front() else {
+            break;
+        };
         let probed = sim.is_probed(p.idx);
         let first_look = p.done == 0;
         match policy::prefill_admission_door(&p.req) {
@@ -207,20 +265,45 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
         sim.prefill.history.insert(p.idx, p.pages.clone());
         if first_look {
             let rejected = p.req.to_finish.is_some();
-            sim.event(p.idx, 2, "prefill", "door", format!(
-                "get_new_batch_prefill asks finished() → {}; to_finish is {}: admitted",
-                p.req.finished(),
-                if rejected { "set" } else { "empty" }
-            ));
+            sim.event(
+                p.idx,
+                2,
+                "prefill",
+                "door",
+                format!(
+                    "get_new_batch_prefill asks finished() → {}; to_finish is {}: admitted",
+                    p.req.finished(),
+                    if rejected { "set" } else { "empty" }
+                ),
+            );
             if probed {
                 sim.trace.reach(2);
-                sim.trace.state(2, &p.req, p.original_len, "prefill.waiting_queue (get_new_batch_prefill)", "admitted");
-                sim.trace.source(2, upstream_ref(SCHEDULE_BATCH, Some((1479, 1481)), "Req.finished() reads only finished_reason"));
-                sim.trace.source(2, engine_ref!("policy::prefill_admission_door asks finished()"));
+                sim.trace.state(
+                    2,
+                    &p.req,
+                    p.original_len,
+                    "prefill.waiting_queue (get_new_batch_prefill)",
+                    "admitted",
+                );
+                sim.trace.source(
+                    2,
+                    upstream_ref(
+                        SCHEDULE_BATCH,
+                        Some((1479, 1481)),
+                        "Req.finished() reads only finished_reason",
+                    ),
+                );
+                sim.trace.source(
+                    2,
+                    engine_ref!("policy::prefill_admission_door asks finished()"),
+                );
                 if rejected {
                     sim.trace.say(2, "The rejection sits in to_finish, but the door asks finished(), which reads finished_reason: the rejected request is admitted to a prefill batch.");
                 } else {
-                    sim.trace.say(2, "The prompt fits the prefill pool; the request is admitted normally.");
+                    sim.trace.say(
+                        2,
+                        "The prompt fits the prefill pool; the request is admitted normally.",
+                    );
                 }
             }
         }
@@ -236,7 +319,13 @@ fn forward(sim: &mut Sim, mut p: PReq, n: usize) -> PReq {
     let writer = sim.writer(p.idx, p.req.generation);
     for pos in p.done..p.done + n {
         let token = p.req.origin_input_ids[pos];
-        sim.prefill_pool.write_slot(p.pages[pos / ps], pos % ps, &k_code(pos as u64), &v_code(token), writer);
+        sim.prefill_pool.write_slot(
+            p.pages[pos / ps],
+            pos % ps,
+            &k_code(pos as u64),
+            &v_code(token),
+            writer,
+        );
     }
     p.done += n;
     let len = p.req.input_len();
@@ -249,10 +338,21 @@ fn forward(sim: &mut Sim, mut p: PReq, n: usize) -> PReq {
         sim.counters.prefill_batches += 1;
         sim.trace.reach(3);
         if p.done == len {
-            sim.trace.state(3, &p.req, p.original_len, "prefill.forward", "forward ran");
+            sim.trace
+                .state(3, &p.req, p.original_len, "prefill.forward", "forward ran");
             sim.trace.pages(3, sim.page_view(PoolSide::Prefill));
-            sim.trace.source(3, engine_ref!("prefill forward writes K/V of origin_input_ids"));
-            sim.trace.source(3, upstream_ref(SCHEDULE_BATCH, Some((2053, 2072)), "the placeholder that replaced the prompt"));
+            sim.trace.source(
+                3,
+                engine_ref!("prefill forward writes K/V of origin_input_ids"),
+            );
+            sim.trace.source(
+                3,
+                upstream_ref(
+                    SCHEDULE_BATCH,
+                    Some((2053, 2072)),
+                    "the placeholder that replaced the prompt",
+                ),
+            );
             if p.req.to_finish.is_some() {
                 sim.trace.say(3, format!(
                     "The forward ran over origin_input_ids, which is now the 1-token placeholder: KV for 1 of {} prompt tokens was computed ({} prefill page).",
@@ -260,11 +360,27 @@ fn forward(sim: &mut Sim, mut p: PReq, n: usize) -> PReq {
                     p.pages.len()
                 ));
             } else {
-                sim.trace.say(3, format!("The forward computed KV for all {len} prompt tokens in {} prefill pages.", p.pages.len()));
+                sim.trace.say(
+                    3,
+                    format!(
+                        "The forward computed KV for all {len} prompt tokens in {} prefill pages.",
+                        p.pages.len()
+                    ),
+                );
             }
         }
     }
-    sim.event(p.idx, 3, "prefill", "forward", format!("computed KV for tokens {}..{} into prefill pages", p.done - n, p.done));
+    sim.event(
+        p.idx,
+        3,
+        "prefill",
+        "forward",
+        format!(
+            "computed KV for tokens {}..{} into prefill pages",
+            p.done - n,
+            p.done
+        ),
+    );
     p
 }
 
@@ -279,7 +395,8 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
         ResultAction::SendChunk => {
             let full = p.done / ps;
             let src = p.pages[p.sent_pages..full].to_vec();
-            sim.channel.send_chunk(room, p.sent_pages, &src, at, false, None, writer);
+            sim.channel
+                .send_chunk(room, p.sent_pages, &src, at, false, None, writer);
             p.sent_pages = full;
             sim.prefill.waiting_queue.push_front(p);
         }
@@ -288,10 +405,16 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             let checksum = sim
                 .fix(Fix::KvChecksum)
                 .then(|| cpu::adler32_pages(sim.layout, sim.prefill_pool.kv(), &p.pages));
-            let sent = sim.channel.send_chunk(room, p.sent_pages, &src, at, true, checksum, writer);
+            let sent = sim
+                .channel
+                .send_chunk(room, p.sent_pages, &src, at, true, checksum, writer);
             let total_sent = p.sent_pages + sent;
             p.sent_pages = p.pages.len();
-            let reserved = sim.channel.room(room).and_then(|r| r.dst_pages.as_ref()).map_or(0, Vec::len);
+            let reserved = sim
+                .channel
+                .room(room)
+                .and_then(|r| r.dst_pages.as_ref())
+                .map_or(0, Vec::len);
             sim.event(p.idx, 4, "prefill", "kv_send", format!(
                 "send_kv_chunk(last_chunk=True): {total_sent} page(s) posted for {reserved} reserved on decode{}; transfer-complete will follow",
                 checksum.map(|c| format!(", Adler-32 {c:#010x}")).unwrap_or_default()
@@ -299,10 +422,31 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             p.req.update_finish_state();
             if probed {
                 sim.trace.reach(4);
-                sim.trace.state(4, &p.req, p.original_len, "prefill.process_batch_result", "sent last chunk");
-                sim.trace.source(4, engine_ref!("ResultAction::SendLastChunk"));
-                sim.trace.source(4, upstream_ref(PREFILL_PY, None, "process_batch_result_disagg_prefill / send_kv_chunk"));
-                sim.trace.source(4, upstream_ref(SCHEDULE_BATCH, Some((1842, 1848)), "update_finish_state() applies to_finish only now"));
+                sim.trace.state(
+                    4,
+                    &p.req,
+                    p.original_len,
+                    "prefill.process_batch_result",
+                    "sent last chunk",
+                );
+                sim.trace
+                    .source(4, engine_ref!("ResultAction::SendLastChunk"));
+                sim.trace.source(
+                    4,
+                    upstream_ref(
+                        PREFILL_PY,
+                        None,
+                        "process_batch_result_disagg_prefill / send_kv_chunk",
+                    ),
+                );
+                sim.trace.source(
+                    4,
+                    upstream_ref(
+                        SCHEDULE_BATCH,
+                        Some((1842, 1848)),
+                        "update_finish_state() applies to_finish only now",
+                    ),
+                );
                 sim.trace.say(4, format!(
                     "Prefill sent {total_sent} page(s) with the final flag while decode had reserved {reserved}: the transfer will report complete although it covers {} of {} prompt tokens.",
                     p.req.input_len().min(p.original_len),
@@ -324,10 +468,23 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             sim.event(p.idx, 4, "prefill", "retire", "aborted prefill result retired: chunk state cleared, KV and metadata freed once, sender.abort() (best effort), nothing sent".into());
             if probed {
                 sim.trace.reach(4);
-                sim.trace.state(4, &p.req, p.original_len, "prefill.process_batch_result", "retired");
+                sim.trace.state(
+                    4,
+                    &p.req,
+                    p.original_len,
+                    "prefill.process_batch_result",
+                    "retired",
+                );
                 sim.trace.say(4, "PR #36988 retired the aborted result: its pages and metadata buffer were freed once, sender.abort() was called, and the short handoff was never sent to decode.");
                 sim.trace.source(4, engine_ref!("ResultAction::Retire"));
-                sim.trace.source(4, upstream_ref("test/registered/unit/disaggregation/test_prefill_abort_result_cleanup.py", None, "upstream test: aborted prefill results are retired"));
+                sim.trace.source(
+                    4,
+                    upstream_ref(
+                        "test/registered/unit/disaggregation/test_prefill_abort_result_cleanup.py",
+                        None,
+                        "upstream test: aborted prefill results are retired",
+                    ),
+                );
             }
             let pages = std::mem::take(&mut p.pages);
             release(sim, room, pages);
@@ -343,7 +500,13 @@ fn poll_inflight(sim: &mut Sim) {
     for mut p in queue {
         match sim.channel.poll(p.req.bootstrap_room) {
             KvPoll::Success | KvPoll::Failed => {
-                sim.event(p.idx, 4, "prefill", "inflight_done", "transfer polled complete; prefill pages freed".into());
+                sim.event(
+                    p.idx,
+                    4,
+                    "prefill",
+                    "inflight_done",
+                    "transfer polled complete; prefill pages freed".into(),
+                );
                 let pages = std::mem::take(&mut p.pages);
                 release(sim, p.req.bootstrap_room, pages);
             }
@@ -353,7 +516,10 @@ fn poll_inflight(sim: &mut Sim) {
 }
 
 fn release(sim: &mut Sim, room: u64, pages: Vec<u32>) {
-    let acked = sim.channel.room(room).is_none_or(|r| r.acked || r.posted == 0);
+    let acked = sim
+        .channel
+        .room(room)
+        .is_none_or(|r| r.acked || r.posted == 0);
     match policy::release_rule(sim.channel.inflight(room), acked, sim.fixes) {
         Release::Now => {
             let (scrub, canary) = free_flags(sim);
