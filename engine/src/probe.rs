@@ -257,7 +257,7 @@ fn outcome_line(
             )
         }
     } else if *status == 200 && !correct {
-        format!("No foreign data, but HTTP 200 with a wrong answer.")
+        "No foreign data, but HTTP 200 with a wrong answer.".to_string()
     } else if *status == 200 {
         "Correct: HTTP 200 with the request's own text.".to_string()
     } else if latency_s >= 1.0 {

@@ -6,7 +6,7 @@
 //! the probed tenant's over-long prompt.
 
 use kvw_evidence::{ProbeConfig, Scale};
-use rand::{Rng, RngCore};
+use rand::Rng;
 
 use crate::model;
 
@@ -35,7 +35,7 @@ pub fn probed_prompt_len(scale: Scale) -> usize {
 /// The incident: `globex` and then `acme` are served normally (acme's
 /// request is the larger one and reuses globex's freed pages), then
 /// `umbrella` sends a prompt the prefill pool cannot hold.
-pub fn incident(config: &ProbeConfig, rng: &mut (impl Rng + RngCore)) -> Vec<Arrival> {
+pub fn incident(config: &ProbeConfig, rng: &mut impl Rng) -> Vec<Arrival> {
     let (globex_len, acme_len, gap_us) = match config.scale {
         Scale::Walkthrough => (60, 100, 2_000_000),
         Scale::Incident => (4_000, 8_000, 2_000_000),

@@ -60,6 +60,22 @@ pub struct Room {
     pub faults: Vec<Fault>,
 }
 
+/// One `send_kv_chunk` call: prefill pages `src` go to the destination
+/// pages at page-table indices `first..first + src.len()`.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkSend<'a> {
+    pub room: u64,
+    pub first: usize,
+    pub src: &'a [u32],
+    /// Virtual time the chunk is posted.
+    pub at: u64,
+    /// Final chunk: carries the completion flag.
+    pub last: bool,
+    /// `kv-checksum`: Adler-32 sent with the final chunk.
+    pub checksum: Option<u32>,
+    pub writer: WriterId,
+}
+
 /// All rooms and all writes in flight.
 #[derive(Debug, Default)]
 pub struct TransferChannel {
@@ -103,19 +119,19 @@ impl TransferChannel {
         self.rooms.get(&room).is_some_and(|r| r.dst_pages.is_some())
     }
 
-    /// Post writes of prefill pages `src` into the destination pages at
-    /// page-table indices `first..first + src.len()`. Indices beyond the
-    /// registered table are not written (the sender only knows its own pages).
-    pub fn send_chunk(
-        &mut self,
-        room: u64,
-        first: usize,
-        src: &[u32],
-        now: u64,
-        last: bool,
-        checksum: Option<u32>,
-        writer: WriterId,
-    ) -> usize {
+    /// Post the page writes of one chunk. Page-table indices beyond the
+    /// registered destination table are not written (the sender only knows
+    /// its own pages). Returns how many writes were posted.
+    pub fn send_chunk(&mut self, c: ChunkSend<'_>) -> usize {
+        let ChunkSend {
+            room,
+            first,
+            src,
+            at: now,
+            last,
+            checksum,
+            writer,
+        } = c;
         let base = self.write_latency_us;
         let per = self.per_page_us;
         let Some(r) = self.rooms.get_mut(&room) else {
@@ -215,10 +231,20 @@ impl TransferChannel {
 mod tests {
     use super::*;
 
-    const W: WriterId = WriterId {
-        req: 0,
-        generation: 0,
-    };
+    fn chunk(room: u64, src: &[u32]) -> ChunkSend<'_> {
+        ChunkSend {
+            room,
+            first: 0,
+            src,
+            at: 0,
+            last: true,
+            checksum: None,
+            writer: WriterId {
+                req: 0,
+                generation: 0,
+            },
+        }
+    }
 
     #[test]
     fn completes_after_final_chunk_even_if_short() {
@@ -227,7 +253,7 @@ mod tests {
         assert!(!c.handshake_ready(1));
         c.receiver_init(1, vec![10, 11, 12, 13]);
         assert!(c.handshake_ready(1));
-        assert_eq!(c.send_chunk(1, 0, &[3], 0, true, None, W), 1);
+        assert_eq!(c.send_chunk(chunk(1, &[3])), 1);
         assert_eq!(c.poll(1), KvPoll::Transferring);
         assert!(c.take_landed(99).is_empty());
         let landed = c.take_landed(100);
@@ -245,13 +271,13 @@ mod tests {
         let mut c = TransferChannel::new(100, 0);
         c.receiver_init(1, vec![1, 2]);
         c.inject(1, Fault::DropWrite { nth: 1 });
-        c.send_chunk(1, 0, &[5, 6], 0, true, None, W);
+        c.send_chunk(chunk(1, &[5, 6]));
         c.take_landed(1_000);
         assert_eq!(c.poll(1), KvPoll::Transferring);
 
         c.receiver_init(2, vec![7]);
         c.inject(2, Fault::LateWrite { nth: 0, us: 5_000 });
-        c.send_chunk(2, 0, &[8], 0, true, None, W);
+        c.send_chunk(chunk(2, &[8]));
         assert_eq!(c.next_landing(), Some(5_100));
         assert_eq!(c.inflight(2), 1);
     }

@@ -17,6 +17,7 @@ use crate::model::{k_code, v_code};
 use crate::policy::{self, Door, KvPoll, Release, ResultAction};
 use crate::req::{validate_input_length, Req};
 use crate::trace::upstream_ref;
+use crate::transfer::ChunkSend;
 
 const SCHEDULE_BATCH: &str = "python/sglang/srt/managers/schedule_batch.py";
 const PREFILL_PY: &str = "python/sglang/srt/disaggregation/prefill.py";
@@ -329,7 +330,7 @@ fn forward(sim: &mut Sim, mut p: PReq, n: usize) -> PReq {
     }
     p.done += n;
     let len = p.req.input_len();
-    if p.done == len && len % ps != 0 {
+    if p.done == len && !len.is_multiple_of(ps) {
         // Model assumption: the forward pads the tail of the last page with zeros.
         let last = *p.pages.last().unwrap_or(&0);
         sim.prefill_pool.zero_tail(last, len % ps);
@@ -395,8 +396,15 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
         ResultAction::SendChunk => {
             let full = p.done / ps;
             let src = p.pages[p.sent_pages..full].to_vec();
-            sim.channel
-                .send_chunk(room, p.sent_pages, &src, at, false, None, writer);
+            sim.channel.send_chunk(ChunkSend {
+                room,
+                first: p.sent_pages,
+                src: &src,
+                at,
+                last: false,
+                checksum: None,
+                writer,
+            });
             p.sent_pages = full;
             sim.prefill.waiting_queue.push_front(p);
         }
@@ -405,9 +413,15 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             let checksum = sim
                 .fix(Fix::KvChecksum)
                 .then(|| cpu::adler32_pages(sim.layout, sim.prefill_pool.kv(), &p.pages));
-            let sent = sim
-                .channel
-                .send_chunk(room, p.sent_pages, &src, at, true, checksum, writer);
+            let sent = sim.channel.send_chunk(ChunkSend {
+                room,
+                first: p.sent_pages,
+                src: &src,
+                at,
+                last: true,
+                checksum,
+                writer,
+            });
             let total_sent = p.sent_pages + sent;
             p.sent_pages = p.pages.len();
             let reserved = sim

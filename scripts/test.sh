@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Run every test of kvwitness, installing what the tests need first.
+#
+#   ./scripts/test.sh
+#
+# Stages: format and lint, the Rust test suites (engine, evidence, kernels,
+# explorer SSR), the published bundle verified with --reproduce, receipt
+# interop (sha256sum, python securesystemslib, the wasm32 verifier under
+# Node), the CUDA compile check (NVRTC + ptxas from PyPI wheels), the
+# explorer in headless Chromium, and the benchmarks (printed, never
+# asserted). Every stage runs; the script exits non-zero if any failed.
+#
+# Caches go under ${KVW_CACHE:-$HOME/.cache/kvwitness}; set CARGO_TARGET_DIR
+# to keep cargo's build outside the checkout.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export KVW_CACHE="${KVW_CACHE:-$HOME/.cache/kvwitness}"
+target="${CARGO_TARGET_DIR:-$root/target}"
+kvw="$target/release/kvw"
+bundle="evidence/bundles/incident"
+# Receipts signed during tests use a throwaway key, never the user's.
+export KVW_KEY="${KVW_KEY:-$KVW_CACHE/test-signing-key.json}"
+
+passed=0
+failed=0
+failures=()
+stage() {
+  local name="$1"
+  shift
+  echo
+  echo "=== $name"
+  local t0=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "=== $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+stage "toolchain" ./scripts/setup.sh
+stage "cargo fmt" cargo fmt --all -- --check
+stage "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+stage "cargo clippy (cuda, ssr)" cargo clippy -p kvw-kernels -p kvw-explorer --all-targets --features kvw-kernels/cuda,kvw-explorer/ssr -- -D warnings
+stage "cargo test" cargo test --workspace
+stage "build kvw" cargo build --release --bin kvw
+stage "published bundle: kvw verify --reproduce" "$kvw" verify "$bundle" --reproduce
+stage "receipt interop" ./scripts/ci/evidence-interop.sh "$bundle"
+stage "cuda compile check" ./scripts/ci/cuda-compile-check.sh
+stage "explorer in chromium" ./scripts/ci/explorer.sh "$bundle"
+stage "benchmarks" "$kvw" bench --reps 2
+
+echo
+if ((failed > 0)); then
+  echo "failed stages: ${failures[*]}"
+fi
+echo "summary: $passed passed, $failed failed"
+((failed == 0))
