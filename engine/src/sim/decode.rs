@@ -161,7 +161,6 @@ fn prealloc(sim: &mut Sim) {
         }
         let probed = sim.is_probed(d.idx);
         if policy::entry_door(&d.req, sim.fixes) == Door::Retire {
-            d.req.update_finish_state();
             let (status, message) = answer_of(&d.req);
             sim.event(d.idx, 5, "decode", "retire", format!("is_unadmitted_reject: retired at the prealloc door with the original {status}; no receiver, no bootstrap, no metadata buffer"));
             if probed {
@@ -176,7 +175,9 @@ fn prealloc(sim: &mut Sim) {
                 sim.trace.say(5, format!("Decode's entry door (PR #38935) retired the request before creating a receiver or reserving pages, and answered {status} with the original message."));
                 sim.trace
                     .source(5, engine_ref!("policy::entry_door on decode"));
+                sim.trace.say(1, "No bootstrap room, KV receiver or page reservation was made for this request: both entry doors retired it first.");
             }
+            d.req.update_finish_state();
             sim.decode_answer(sim.now, d.idx, status, message, Vec::new());
             continue;
         }

@@ -260,6 +260,9 @@ impl Sim {
                 );
                 if self.is_probed(i) {
                     self.trace.reach(1);
+                    self.trace.say(1, format!(
+                        "The router sent the {len}-token prompt to prefill and to decode, naming bootstrap room {room} for the handoff."
+                    ));
                 }
                 self.send(self.now + cost::HOP_PREFILL_US, Msg::ToPrefill(i));
                 self.send(self.now + cost::HOP_DECODE_US, Msg::ToDecode(i));
@@ -301,6 +304,11 @@ impl Sim {
                     self.event(req, 7, "router", "relay_abort", format!(
                         "prefill answered {status} before the handoff; router aborts the decode side"
                     ));
+                    if self.is_probed(req) {
+                        self.trace.say(7, format!(
+                            "Prefill answered {status} before any handoff; the router forwarded it to decode as an abort (model assumption)."
+                        ));
+                    }
                     self.send(
                         self.now + cost::HOP_BACK_US,
                         Msg::AbortDecode(req, message, status),

@@ -124,7 +124,6 @@ pub fn receive(sim: &mut Sim, i: u32) {
     }
     match policy::entry_door(&req, sim.fixes) {
         Door::Retire => {
-            req.update_finish_state();
             sim.event(i, 2, "prefill", "retire", "is_unadmitted_reject: retired at the bootstrap-queue door before any bootstrap, metadata buffer or sender".into());
             if probed {
                 sim.trace.reach(2);
@@ -147,6 +146,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
                     ),
                 );
             }
+            req.update_finish_state();
             let msg = reason_message(&req);
             sim.prefill_answer(sim.now, i, 400, msg, false);
         }
