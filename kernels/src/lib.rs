@@ -11,9 +11,11 @@
 //!
 //! The CPU versions are the reference. The CUDA versions (sources under
 //! `kernels/cuda/`, launched through `cudarc` behind the `cuda` feature) must
-//! agree with them; `kvw gpu-check` compares the two on random inputs.
+//! agree with them; `kvw-gpu-check` (feature `cuda`) compares the two on random inputs.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod layout;
 
 pub use layout::{KvLayout, TagCheck, TagRefused};

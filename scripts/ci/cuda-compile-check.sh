@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Compile-check every CUDA kernel of kvwitness without a GPU.
+#
+# NVRTC and ptxas come from NVIDIA's PyPI wheels (no CUDA toolkit, no driver):
+#   nvidia-cuda-nvrtc-cu12==12.4.127    libnvrtc.so.12 + builtins (runtime compiler)
+#   nvidia-cuda-nvcc-cu12==12.4.131     ptxas (PTX -> SASS assembler)
+#   nvidia-cuda-runtime-cu12==12.4.127  CUDA headers shipped beside the runtime
+# They go into a venv under ${KVW_CACHE:-$HOME/.cache/kvwitness}/cuda-venv, reused
+# across runs. Each kernels/cuda/*.cu is compiled to PTX for compute_90 by the
+# same NVRTC call path the GPU launchers use (`kvw-nvrtc`, cudarc with dynamic
+# loading), then assembled with `ptxas -arch=sm_90 -v -warn-spills -Werror`, so a
+# register spill fails the check. The register/spill lines are printed.
+# Finally the kernels are compiled with g++ against a small CUDA emulator
+# (kernels/cuda/emulator/) and run on the CPU against plain references
+# (needs g++; about 30 s; KVW_CUDA_EMULATE=0 skips it).
+#
+# Usage (from the repository root):  scripts/ci/cuda-compile-check.sh
+# Env: KVW_CACHE (cache root), CARGO_TARGET_DIR (as usual), KVW_PTX_OUT (keep the
+# PTX files there; default: a temporary folder), KVW_CUDA_EMULATE=0 (skip the
+# emulated run), PYTHON (interpreter for the venv, default python3).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+
+cache="${KVW_CACHE:-$HOME/.cache/kvwitness}"
+venv="$cache/cuda-venv"
+py="${PYTHON:-python3}"
+
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "cuda-compile-check: creating venv $venv"
+  mkdir -p "$cache"
+  "$py" -m venv "$venv"
+fi
+# pip is a no-op when the pinned versions are already installed.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  nvidia-cuda-nvrtc-cu12==12.4.127 \
+  nvidia-cuda-nvcc-cu12==12.4.131 \
+  nvidia-cuda-runtime-cu12==12.4.127
+
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+nv="$site/nvidia"
+nvrtc_lib="$nv/cuda_nvrtc/lib"
+nvcc_root="$nv/cuda_nvcc"
+rt_lib="$nv/cuda_runtime/lib"
+ptxas="$nvcc_root/bin/ptxas"
+
+for f in "$nvrtc_lib/libnvrtc.so.12" "$ptxas"; do
+  [[ -e "$f" ]] || { echo "cuda-compile-check: missing $f after pip install" >&2; exit 1; }
+done
+chmod +x "$ptxas" 2>/dev/null || true
+# cudarc also tries the unversioned name first; give it one inside the venv.
+[[ -e "$nvrtc_lib/libnvrtc.so" ]] || ln -s libnvrtc.so.12 "$nvrtc_lib/libnvrtc.so"
+
+# cargo's [env] does not reach the dynamic loader: export it here.
+export LD_LIBRARY_PATH="$nvrtc_lib:$rt_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+echo "cuda-compile-check: $("$ptxas" --version | tail -1)"
+cargo build --quiet -p kvw-kernels --features cuda --bin kvw-nvrtc
+nvrtc_bin="${CARGO_TARGET_DIR:-$root/target}/debug/kvw-nvrtc"
+
+if [[ -n "${KVW_PTX_OUT:-}" ]]; then
+  ptx_dir="$KVW_PTX_OUT"
+  mkdir -p "$ptx_dir"
+else
+  ptx_dir="$(mktemp -d)"
+  trap 'rm -rf "$ptx_dir"' EXIT
+fi
+
+"$nvrtc_bin" --arch compute_90 --out-dir "$ptx_dir" kernels/cuda/*.cu
+
+status=0
+for ptx in "$ptx_dir"/*.ptx; do
+  name="$(basename "$ptx" .ptx)"
+  echo "== $name (ptxas -arch=sm_90)"
+  if ! log="$("$ptxas" -arch=sm_90 -v -warn-spills -Werror -o "$ptx_dir/$name.cubin" "$ptx" 2>&1)"; then
+    echo "$log"
+    echo "cuda-compile-check: ptxas FAILED for $name" >&2
+    status=1
+    continue
+  fi
+  # Keep the per-function resource lines: name, registers, spills, shared memory.
+  echo "$log" | grep -E "Compiling entry function|registers|spill" | sed 's/^ptxas info *: */  /'
+done
+
+# Run the kernels on the CPU through the emulator (kernels/cuda/emulator/)
+# against plain references: the only execution of the CUDA code without a GPU.
+if [[ "${KVW_CUDA_EMULATE:-1}" != 0 ]]; then
+  if command -v g++ >/dev/null; then
+    echo "== emulator (g++, kernels run on the CPU)"
+    emu="$ptx_dir/kvw-cuda-emu"
+    inc=(-x c++ -include emu.h)
+    if g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -I kernels/cuda/emulator -o "$emu" \
+         kernels/cuda/emulator/check.cpp \
+         "${inc[@]}" kernels/cuda/paged_decode_attention.cu \
+         "${inc[@]}" kernels/cuda/page_checksum.cu \
+         "${inc[@]}" kernels/cuda/page_scrub.cu; then
+      "$emu" | sed 's/^/  /' || { echo "cuda-compile-check: emulated kernels FAILED" >&2; status=1; }
+    else
+      echo "cuda-compile-check: emulator build FAILED" >&2
+      status=1
+    fi
+  else
+    echo "cuda-compile-check: g++ not found, emulated run skipped"
+  fi
+fi
+
+if [[ $status -ne 0 ]]; then
+  echo "cuda-compile-check: FAILED"
+  exit 1
+fi
+echo "cuda-compile-check: OK ($(ls "$ptx_dir"/*.ptx | wc -l) source files compiled, assembled for sm_90 without spills)"
