@@ -12,8 +12,10 @@
 //! * [`sim`] — router, prefill and decode workers on a virtual clock;
 //! * [`scenario`] — who sends what, when;
 //! * [`trace`] — what the probed request lived through;
+//! * [`backend`] — CPU reference or CUDA for decode attention;
 //! * [`probe`] — runs a scenario and builds the receipt predicate.
 
+pub mod backend;
 pub mod cli;
 pub mod config;
 pub mod model;

@@ -6,12 +6,12 @@
 //! `kvw verify --reproduce` re-run a receipt and compare digests.
 
 use kvw_evidence::{
-    BackendInfo, BackendKind, EngineInfo, Fix, KvCanaryMode, ProbeConfig, ProbeInfo,
-    ProbePredicate, Provenance, Step, Verdict,
+    EngineInfo, Fix, KvCanaryMode, ProbeConfig, ProbeInfo, ProbePredicate, Provenance, Step,
+    Verdict,
 };
 use rand::SeedableRng;
-use sha2::{Digest, Sha256};
 
+use crate::backend::Backend;
 pub use crate::config::{incident_config, validate, with_prefill_pool};
 use crate::model;
 use crate::scenario;
@@ -118,12 +118,17 @@ fn not_reached(path: Path) -> &'static str {
     }
 }
 
-/// Run the incident probe with this configuration.
+/// Run the incident probe with this configuration on the detected backend.
 pub fn run(config: &ProbeConfig) -> anyhow::Result<ProbePredicate> {
+    run_on(config, &Backend::detect())
+}
+
+/// Run the incident probe on a given backend (detect it once for many runs).
+pub fn run_on(config: &ProbeConfig, backend: &Backend) -> anyhow::Result<ProbePredicate> {
     validate(config)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.seed);
     let arrivals = scenario::incident(config, &mut rng);
-    let mut sim = Sim::new(config.clone(), arrivals);
+    let mut sim = Sim::new(config.clone(), arrivals, backend);
     sim.run();
     assemble(&sim)
 }
@@ -199,7 +204,7 @@ fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
         format!("{} {}", steps[6].summary, final_sentence)
     };
 
-    let trace_sha256 = hex::encode(Sha256::digest(serde_json::to_vec(&steps)?));
+    let trace_sha256 = kvw_evidence::receipt::trace_sha256(&steps);
     Ok(ProbePredicate {
         probe: ProbeInfo {
             name: "incident".into(),
@@ -209,10 +214,7 @@ fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
             version: env!("CARGO_PKG_VERSION").to_string(),
             commit: env!("KVW_COMMIT").to_string(),
         },
-        backend: BackendInfo {
-            kind: BackendKind::Cpu,
-            device: format!("cpu ({})", std::env::consts::ARCH),
-        },
+        backend: sim.backend.info(),
         config: config.clone(),
         steps,
         verdict: Verdict {

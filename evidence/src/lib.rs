@@ -1,10 +1,41 @@
 //! Evidence for kvwitness: the probe predicate, DSSE envelopes carrying
 //! in-toto Statements, ed25519 signatures and verifiable bundles.
 //!
-//! This crate holds no I/O policy of its own beyond reading and writing
-//! bundle folders, and builds for `wasm32-unknown-unknown` so the browser
-//! verifies receipts with the very same code as `kvw verify`.
+//! A probe run becomes a *receipt*: [`receipt::sign_predicate`] wraps its
+//! [`ProbePredicate`] in an in-toto Statement ([`statement`]) inside a DSSE
+//! envelope ([`dsse`]) signed with an ed25519 key ([`keys`]).
+//! [`receipt::verify_receipt`] is the one verifier, used by the CLI, by
+//! bundles ([`bundle`]) and, compiled to WebAssembly with the `wasm`
+//! feature, by the browser. All digests are taken over canonical JSON
+//! ([`canonical`]).
+//!
+//! This crate holds no I/O policy of its own beyond key files and bundle
+//! folders (native only), and builds for `wasm32-unknown-unknown`.
 
+pub mod canonical;
+pub mod dsse;
+pub mod error;
+pub mod keys;
 pub mod predicate;
+pub mod receipt;
+pub mod sample;
+pub mod schema;
+pub mod statement;
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod bundle;
+#[cfg(not(target_arch = "wasm32"))]
+mod fsutil;
+#[cfg(feature = "wasm")]
+pub mod wasm;
+
+pub use dsse::Envelope;
+pub use error::EvidenceError;
+pub use keys::{PublicKey, Signer};
 pub use predicate::*;
+pub use receipt::{
+    reproducible_digest, sign_predicate, trace_sha256, verify_receipt, VerifiedReceipt,
+};
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use bundle::{verify_bundle, write_bundle, BundleReport, VerifyOptions};

@@ -5,7 +5,10 @@
 //! stderr and a non-zero exit code — never a panic, never a partial file.
 
 pub mod bench;
+pub mod bundle;
+pub mod keygen;
 pub mod probe;
+pub mod verify;
 
 use std::process::ExitCode;
 
@@ -25,6 +28,12 @@ pub enum Command {
     /// Run a probe and print (or sign) what happened.
     #[command(subcommand)]
     Probe(probe::ProbeCommand),
+    /// Run the whole fix matrix and write a signed, verifiable bundle.
+    Bundle(bundle::BundleArgs),
+    /// Verify a bundle folder or a single receipt (optionally re-running it).
+    Verify(verify::VerifyArgs),
+    /// Write a new ed25519 signing key pair.
+    Keygen(keygen::KeygenArgs),
     /// Measure the engine: incident-scale probe time and CPU attention bandwidth.
     Bench(bench::BenchArgs),
 }
@@ -51,6 +60,9 @@ pub fn main() -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Probe(cmd) => probe::run(cmd),
+        Command::Bundle(args) => bundle::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Keygen(args) => keygen::run(args),
         Command::Bench(args) => bench::run(args),
     };
     match result {

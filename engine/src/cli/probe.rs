@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use kvw_evidence::{FreeListPolicy, KvCanaryMode, ProbePredicate, Scale};
+use kvw_evidence::{sign_predicate, FreeListPolicy, KvCanaryMode, ProbePredicate, Scale, Signer};
 
 use crate::config::{incident_config, parse_fixes, validate, with_prefill_pool, DEFAULT_SEED};
 use crate::probe;
@@ -130,13 +130,32 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sign the predicate and write the DSSE envelope; the file appears whole
+/// or not at all.
 fn write_receipt(
     path: &std::path::Path,
     key: Option<&std::path::Path>,
     p: &ProbePredicate,
 ) -> anyhow::Result<()> {
-    let _ = (path, key, p);
-    anyhow::bail!("signing is not available in this build yet")
+    let signer = match key {
+        Some(k) => Signer::load(k)?,
+        None => Signer::load_or_create_default()?.0,
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow::anyhow!("--out {} has no file name", path.display()))?;
+    let envelope = sign_predicate(name, p, &signer)?;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| anyhow::anyhow!("cannot write in {}: {e}", dir.display()))?;
+    tmp.write_all(envelope.to_json_pretty().as_bytes())?;
+    tmp.persist(path)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
+    Ok(())
 }
 
 /// The readable seven-step account.

@@ -423,7 +423,7 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
         page_tags: sim.decode_pool.tags(),
         expected: me.tag(),
     });
-    let result = cpu::paged_decode_attention(&PagedAttention {
+    let result = sim.backend.attend(&PagedAttention {
         layout: sim.layout,
         kv: sim.decode_pool.kv(),
         page_table: &d.table,

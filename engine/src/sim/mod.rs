@@ -19,6 +19,7 @@ use kvw_evidence::{
 };
 use kvw_kernels::KvLayout;
 
+use crate::backend::Backend;
 use crate::model::HEAD_DIM;
 use crate::policy::{self, FixSet};
 use crate::pool::{KvPool, WriterId};
@@ -104,7 +105,9 @@ pub struct ProbeMarks {
 }
 
 /// The whole cluster.
-pub struct Sim {
+pub struct Sim<'b> {
+    /// Where decode attention runs.
+    pub backend: &'b Backend,
     pub now: u64,
     pub config: ProbeConfig,
     pub fixes: FixSet,
@@ -124,8 +127,8 @@ pub struct Sim {
     decode_tick_at: Option<u64>,
 }
 
-impl Sim {
-    pub fn new(config: ProbeConfig, arrivals: Vec<Arrival>) -> Self {
+impl<'b> Sim<'b> {
+    pub fn new(config: ProbeConfig, arrivals: Vec<Arrival>, backend: &'b Backend) -> Self {
         let layout = KvLayout {
             page_size: config.page_size as usize,
             num_kv_heads: 1,
@@ -159,6 +162,7 @@ impl Sim {
             })
             .collect::<Vec<_>>();
         let mut sim = Sim {
+            backend,
             now: 0,
             prefill: PrefillWorker::new(&config),
             decode: DecodeWorker::default(),

@@ -1,0 +1,220 @@
+//! `kvw bundle`: run the whole fix matrix and publish it as a signed bundle.
+//!
+//! One command produces the evidence the project publishes: for each chosen
+//! scale, the incident probe with every combination of the six boolean fix
+//! switches (64 runs), plus `--kv-canary` in `log` and `raise` mode with no
+//! fixes, plus the configuration answer (prefill pool raised to the context
+//! length). Each run is signed and the lot is written with
+//! [`kvw_evidence::write_bundle`], which builds the folder beside its
+//! destination and renames it into place, so a failed run leaves nothing.
+//!
+//! Runs are independent and deterministic, so they are spread over the
+//! machine's cores; receipts are ordered by name, not by finishing time, and
+//! the bundle is the same whatever the core count.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use kvw_evidence::bundle::VerifyOptions;
+use kvw_evidence::{
+    sign_predicate, verify_bundle, write_bundle, Fix, KvCanaryMode, ProbeConfig, ProbePredicate,
+    Scale, Signer,
+};
+use rayon::prelude::*;
+
+use crate::probe;
+
+/// Run the fix matrix and write a signed evidence bundle.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BundleArgs {
+    /// Bundle folder to write (created; an older bundle there is replaced,
+    /// any other non-empty folder is refused).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Private key file to sign with. Default: the default signing key
+    /// ($KVW_KEY, else ~/.config/kvwitness/signing-key.json), created on first use.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+
+    /// Seed of every run.
+    #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// Scales to run, comma-separated.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "walkthrough,incident",
+        value_parser = parse_scale
+    )]
+    pub scales: Vec<Scale>,
+
+    /// Incident-scale rows: `full` (every combination, as at walkthrough
+    /// scale) or `outcomes` (no fixes, each switch alone, kv-canary log and
+    /// raise, pool ≥ context) for a smaller published bundle.
+    #[arg(long, value_enum, default_value = "full")]
+    pub incident_matrix: MatrixSize,
+}
+
+/// How many fix combinations a scale gets.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatrixSize {
+    Full,
+    Outcomes,
+}
+
+fn parse_scale(text: &str) -> Result<Scale, String> {
+    match text.trim() {
+        "walkthrough" => Ok(Scale::Walkthrough),
+        "incident" => Ok(Scale::Incident),
+        other => Err(format!(
+            "unknown scale '{other}' (known: walkthrough, incident)"
+        )),
+    }
+}
+
+fn scale_name(scale: Scale) -> &'static str {
+    match scale {
+        Scale::Walkthrough => "walkthrough",
+        Scale::Incident => "incident",
+    }
+}
+
+/// One run of the matrix: its receipt name and configuration.
+struct Row {
+    name: String,
+    config: ProbeConfig,
+}
+
+/// Every run for `scales`, in a fixed order.
+fn matrix(scales: &[Scale], seed: u64, incident: MatrixSize) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for &scale in scales {
+        if !seen.insert(scale_name(scale)) {
+            continue;
+        }
+        let prefix = format!("incident-{}", scale_name(scale));
+        let size = if scale == Scale::Incident {
+            incident
+        } else {
+            MatrixSize::Full
+        };
+        let masks: Vec<u32> = match size {
+            MatrixSize::Full => (0..1 << Fix::ALL.len()).collect(),
+            MatrixSize::Outcomes => std::iter::once(0)
+                .chain((0..Fix::ALL.len()).map(|i| 1 << i))
+                .collect(),
+        };
+        for mask in masks {
+            let fixes: Vec<Fix> = Fix::ALL
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, f)| *f)
+                .collect();
+            let label = if fixes.is_empty() {
+                "none".to_string()
+            } else {
+                fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join("_")
+            };
+            rows.push(Row {
+                name: format!("{prefix}-fixes-{label}.json"),
+                config: probe::incident_config(scale, &fixes, KvCanaryMode::Off, seed)?,
+            });
+        }
+        for (mode, word) in [(KvCanaryMode::Log, "log"), (KvCanaryMode::Raise, "raise")] {
+            rows.push(Row {
+                name: format!("{prefix}-kv-canary-{word}.json"),
+                config: probe::incident_config(scale, &[], mode, seed)?,
+            });
+        }
+        let base = probe::incident_config(scale, &[], KvCanaryMode::Off, seed)?;
+        let context = base.context_len;
+        rows.push(Row {
+            name: format!("{prefix}-pool-ge-context.json"),
+            config: probe::with_prefill_pool(base, context)?,
+        });
+    }
+    Ok(rows)
+}
+
+/// Run every row, spread over the cores; results keep the rows' order.
+fn run_all(rows: &[Row], bar: &ProgressBar) -> anyhow::Result<Vec<ProbePredicate>> {
+    rows.par_iter()
+        .map(|row| {
+            let result = probe::run(&row.config)
+                .map_err(|e| anyhow!("probe {} failed: {}", row.name, super::one_line(&e)));
+            bar.set_message(row.name.clone());
+            bar.inc(1);
+            result
+        })
+        .collect()
+}
+
+pub fn run(args: BundleArgs) -> anyhow::Result<()> {
+    if args.scales.is_empty() {
+        bail!("--scales is empty; give walkthrough, incident or both");
+    }
+    let (signer, key_path) = match &args.key {
+        Some(path) => (
+            Signer::load(path).map_err(|e| anyhow!("{e}"))?,
+            path.clone(),
+        ),
+        None => Signer::load_or_create_default().map_err(|e| anyhow!("{e}"))?,
+    };
+    println!(
+        "signing with key {} ({})",
+        signer.keyid(),
+        key_path.display()
+    );
+
+    let rows = matrix(&args.scales, args.seed, args.incident_matrix)?;
+    let bar = ProgressBar::new(rows.len() as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs  {elapsed_precise}  {wide_msg}")
+    {
+        bar.set_style(style);
+    }
+    let predicates = run_all(&rows, &bar);
+    bar.finish_and_clear();
+    let predicates = predicates?;
+
+    let mut receipts = Vec::with_capacity(rows.len());
+    let mut leaks = 0;
+    for (row, predicate) in rows.iter().zip(predicates) {
+        if predicate.verdict.leak {
+            leaks += 1;
+        }
+        let envelope = sign_predicate(&row.name, &predicate, &signer)
+            .map_err(|e| anyhow!("cannot sign {}: {e}", row.name))?;
+        receipts.push((row.name.clone(), envelope, predicate));
+    }
+    let count = receipts.len();
+    let public = signer.public();
+    let written = write_bundle(&args.out, receipts, &public).map_err(|e| anyhow!("{e}"))?;
+
+    // Read back what was written, as a reader would.
+    let report = verify_bundle(
+        &written.dir,
+        &VerifyOptions {
+            trusted_key: Some(public),
+            reproduce: None,
+        },
+    )
+    .map_err(|e| anyhow!("the bundle just written does not verify: {e}"))?;
+    if !report.ok() {
+        println!("{report}");
+        bail!("the bundle just written does not verify");
+    }
+    println!(
+        "wrote {count} receipts to {} ({leaks} leak, {} no leak); keyid {}",
+        written.dir.display(),
+        count - leaks,
+        written.keyid
+    );
+    Ok(())
+}

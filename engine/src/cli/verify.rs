@@ -1,0 +1,178 @@
+//! `kvw verify`: check a bundle folder or a single receipt.
+//!
+//! All the checking lives in `kvw_evidence`; this module only picks the key,
+//! optionally wires in the engine to re-run probes (`--reproduce`), prints
+//! one line per receipt and a summary, and turns any failure into a
+//! non-zero exit with a one-line error.
+//!
+//! Which key is used matters and is always printed: `--key` names a key the
+//! user trusts; without it a bundle is checked against its own
+//! `kvw.pub.json`, which proves the files are intact and consistent but not
+//! who signed them.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail};
+use kvw_evidence::bundle::{describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
+use kvw_evidence::keys::PUBLIC_KEY_FILE;
+use kvw_evidence::receipt::verify_receipt_file;
+use kvw_evidence::{
+    reproducible_digest, verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions,
+};
+
+/// Verify a bundle folder or a single receipt.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// A bundle folder, or one receipt file (which needs --key or a
+    /// kvw.pub.json beside it).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+
+    /// Public key file to trust (kvw.pub.json format). Without it a bundle is
+    /// checked against its own kvw.pub.json.
+    #[arg(long, value_name = "PUBFILE")]
+    pub key: Option<PathBuf>,
+
+    /// Also re-run every receipt's probe with its recorded config and require
+    /// the same reproducible digest.
+    #[arg(long)]
+    pub reproduce: bool,
+}
+
+/// Re-run a probe for `--reproduce`, reducing any error to one line.
+fn rerun(config: &ProbeConfig) -> Result<ProbePredicate, String> {
+    crate::probe::run(config).map_err(|e| format!("{e:#}").replace('\n', " "))
+}
+
+pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
+    let trusted = match &args.key {
+        Some(path) => Some(PublicKey::load(path).map_err(|e| anyhow!("{e}"))?),
+        None => None,
+    };
+    let meta = std::fs::symlink_metadata(&args.path)
+        .map_err(|e| anyhow!("cannot open {}: {e}", args.path.display()))?;
+    if meta.is_dir() {
+        verify_folder(&args, trusted)
+    } else {
+        verify_single(&args, trusted)
+    }
+}
+
+fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Result<()> {
+    let options = VerifyOptions {
+        trusted_key: trusted,
+        reproduce: if args.reproduce { Some(&rerun) } else { None },
+    };
+    let report = verify_bundle(&args.path, &options).map_err(|e| anyhow!("{e}"))?;
+    println!("{report}");
+    if report.ok() {
+        Ok(())
+    } else {
+        bail!(
+            "{} of {} receipts in {} failed verification",
+            report.failures(),
+            report.receipts.len(),
+            args.path.display()
+        )
+    }
+}
+
+/// The public key to check a lone receipt with: `--key`, else `kvw.pub.json`
+/// beside the receipt, else the one of the bundle the receipt sits in.
+fn key_for_single(
+    receipt: &Path,
+    trusted: Option<PublicKey>,
+) -> anyhow::Result<(PublicKey, String)> {
+    if let Some(key) = trusted {
+        let line = format!("key {} (trusted, from --key)", key.keyid());
+        return Ok((key, line));
+    }
+    let folder = receipt.parent().unwrap_or(Path::new("."));
+    let mut candidates = vec![folder.join(PUBLIC_KEY_FILE)];
+    if folder.file_name().is_some_and(|n| n == RECEIPTS_DIR) {
+        if let Some(bundle) = folder.parent() {
+            candidates.push(bundle.join(PUBLIC_KEY_FILE));
+        }
+    }
+    for candidate in candidates {
+        if candidate.is_file() {
+            let key = PublicKey::load(&candidate).map_err(|e| anyhow!("{e}"))?;
+            let line = format!(
+                "key {} ({}, found beside the receipt: this proves integrity, not who \
+                 signed; pass --key to check against a key you trust)",
+                key.keyid(),
+                candidate.display()
+            );
+            return Ok((key, line));
+        }
+    }
+    // Last resort: this machine's own signing key, as `kvw probe --out` uses it.
+    let local = kvw_evidence::Signer::default_path();
+    if let Ok(local) = local {
+        if local.is_file() {
+            let key = kvw_evidence::Signer::load(&local)
+                .map_err(|e| anyhow!("{e}"))?
+                .public();
+            let line = format!(
+                "key {} (this machine's signing key {}; pass --key to check against another)",
+                key.keyid(),
+                local.display()
+            );
+            return Ok((key, line));
+        }
+    }
+    bail!(
+        "no key for {}: pass --key PUBFILE or put {PUBLIC_KEY_FILE} beside it",
+        receipt.display()
+    )
+}
+
+fn verify_single(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Result<()> {
+    let (key, key_line) = key_for_single(&args.path, trusted)?;
+    println!("{key_line}");
+    let shown = args.path.display().to_string();
+    let result = check_single(&args.path, &key, args.reproduce);
+    let failed = result.is_err();
+    println!(
+        "{}",
+        ReceiptLine {
+            file: shown.clone(),
+            result,
+        }
+    );
+    if failed {
+        bail!("receipt {shown} failed verification");
+    }
+    println!("OK: 1 of 1 receipts ok");
+    Ok(())
+}
+
+fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<ReceiptOk, String> {
+    let verified = verify_receipt_file(path, key).map_err(|e| e.unlocated().to_string())?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if verified.name != file_name {
+        return Err(format!(
+            "signed under the name {:?}, stored as {file_name:?}",
+            verified.name
+        ));
+    }
+    if reproduce {
+        let again = rerun(&verified.predicate.config).map_err(|e| format!("re-run failed: {e}"))?;
+        let digest = reproducible_digest(&again);
+        if digest != verified.reproducible_digest {
+            return Err(format!(
+                "re-run does not reproduce the receipt (reproducible digest {digest}, receipt {})",
+                verified.reproducible_digest
+            ));
+        }
+    }
+    Ok(ReceiptOk {
+        name: verified.name.clone(),
+        label: describe(&verified.predicate),
+        outcome: verified.predicate.verdict.outcome.clone(),
+        reproduced: reproduce,
+    })
+}

@@ -1,0 +1,248 @@
+//! Receipts: signing a probe predicate and verifying a signed one.
+//!
+//! A receipt is a DSSE envelope ([`crate::dsse`]) whose payload is an in-toto
+//! Statement ([`crate::statement`]) whose predicate is a
+//! [`ProbePredicate`]. [`verify_receipt`] is the single place that decides
+//! whether a receipt is good; the CLI, bundles and the WebAssembly build all
+//! call it. It checks, in order, and stops at the first failure:
+//!
+//! 1. size (at most [`MAX_RECEIPT_BYTES`]), JSON, no unknown fields;
+//! 2. `payloadType` is [`PAYLOAD_TYPE`];
+//! 3. a signature whose `keyid` is the key's verifies over the DSSE PAE;
+//! 4. the Statement's `_type`, then `predicateType` == [`PREDICATE_TYPE`];
+//! 5. the predicate parses, exactly one subject, its digest is the
+//!    predicate's canonical SHA-256;
+//! 6. `trace_sha256` is the canonical SHA-256 of `steps`, and the steps are
+//!    exactly 1..=7 in order.
+//!
+//! Two digests help comparing runs: the subject digest pins one predicate
+//! exactly; the [`reproducible_digest`] leaves out what legitimately varies
+//! between machines and builds (the engine version/commit and the backend),
+//! so re-running a receipt's config at another commit must give the same one.
+
+use serde::Serialize;
+
+use crate::canonical::{canonical_sha256, to_canonical_json};
+use crate::dsse::Envelope;
+use crate::error::EvidenceError;
+use crate::keys::{PublicKey, Signer};
+use crate::predicate::{ProbeConfig, ProbeInfo, ProbePredicate, Step, Verdict, PREDICATE_TYPE};
+use crate::statement::{predicate_sha256, Statement, STATEMENT_TYPE};
+
+/// DSSE `payloadType` of an in-toto Statement.
+pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+
+/// Largest receipt accepted for verification (16 MiB).
+pub const MAX_RECEIPT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Number of steps every predicate carries.
+pub const STEP_COUNT: usize = 7;
+
+/// A receipt that passed [`verify_receipt`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedReceipt {
+    /// The subject name (the receipt's file name when it was signed).
+    pub name: String,
+    /// Id of the key whose signature verified.
+    pub keyid: String,
+    /// Subject digest: canonical SHA-256 of the predicate.
+    pub predicate_sha256: String,
+    /// See [`reproducible_digest`].
+    pub reproducible_digest: String,
+    /// The verified predicate.
+    pub predicate: ProbePredicate,
+}
+
+/// Lowercase hex SHA-256 of the canonical JSON of `steps`: the value of a
+/// predicate's `trace_sha256`.
+pub fn trace_sha256(steps: &[Step]) -> String {
+    // Plain data types with string keys always serialize.
+    canonical_sha256(&commit_independent(steps)).unwrap_or_default()
+}
+
+/// The steps without the line numbers of the engine's own source: those
+/// anchors belong to the engine commit (like `engine.commit`) and move when
+/// unrelated code moves, while what happened stays the same. Upstream lines
+/// are pinned to a fixed commit and stay in.
+pub fn commit_independent(steps: &[Step]) -> Vec<Step> {
+    let mut steps = steps.to_vec();
+    for step in &mut steps {
+        for src in &mut step.sources {
+            if src.origin == crate::predicate::SourceOrigin::Engine {
+                src.line_start = None;
+                src.line_end = None;
+            }
+        }
+    }
+    steps
+}
+
+/// The part of a predicate a re-run must reproduce.
+#[derive(Serialize)]
+struct Reproducible<'a> {
+    probe: &'a ProbeInfo,
+    config: &'a ProbeConfig,
+    steps: Vec<Step>,
+    verdict: &'a Verdict,
+    trace_sha256: &'a str,
+}
+
+/// Lowercase hex SHA-256 of the canonical JSON of
+/// `{probe, config, steps, verdict, trace_sha256}` of `p`, leaving out
+/// `engine` (changes with every commit), `backend` (CPU or GPU must agree)
+/// and the engine's own line numbers (see [`commit_independent`]).
+pub fn reproducible_digest(p: &ProbePredicate) -> String {
+    let part = Reproducible {
+        probe: &p.probe,
+        config: &p.config,
+        steps: commit_independent(&p.steps),
+        verdict: &p.verdict,
+        trace_sha256: &p.trace_sha256,
+    };
+    canonical_sha256(&part).unwrap_or_default()
+}
+
+/// Check a predicate's own consistency: seven steps numbered 1..=7 and a
+/// matching `trace_sha256`.
+pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
+    let expected = trace_sha256(&p.steps);
+    if p.trace_sha256 != expected {
+        return Err(EvidenceError::TraceDigest {
+            found: p.trace_sha256.clone(),
+            expected,
+        });
+    }
+    if p.steps.len() != STEP_COUNT {
+        return Err(EvidenceError::Steps(format!(
+            "{} steps, expected exactly {STEP_COUNT}",
+            p.steps.len()
+        )));
+    }
+    for (i, step) in p.steps.iter().enumerate() {
+        if usize::from(step.step) != i + 1 {
+            return Err(EvidenceError::Steps(format!(
+                "entry {} is numbered {}, expected {}",
+                i + 1,
+                step.step,
+                i + 1
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Check that `name` is usable as a receipt name: a plain file name of
+/// letters, digits, `.`, `_`, `-`, ending in `.json`.
+pub fn check_receipt_name(name: &str) -> Result<(), EvidenceError> {
+    let refuse = |reason| {
+        Err(EvidenceError::Name {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if name.len() > 200 {
+        return refuse("is longer than 200 characters");
+    }
+    if !name.ends_with(".json") || name.len() == ".json".len() {
+        return refuse("must be a file name ending in .json");
+    }
+    if name.starts_with('.') {
+        return refuse("must not start with a dot");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return refuse("may hold only letters, digits, '.', '_' and '-'");
+    }
+    Ok(())
+}
+
+/// Sign `predicate` as the receipt named `name` (the receipt's file name,
+/// without folder). Refuses a predicate that would not verify.
+pub fn sign_predicate(
+    name: &str,
+    predicate: &ProbePredicate,
+    signer: &Signer,
+) -> Result<Envelope, EvidenceError> {
+    check_receipt_name(name)?;
+    check_predicate(predicate)?;
+    let statement = Statement::for_predicate(name, predicate)
+        .map_err(|e| EvidenceError::json("statement", e))?;
+    let payload = to_canonical_json(&statement).map_err(|e| EvidenceError::json("statement", e))?;
+    Ok(Envelope::sign(PAYLOAD_TYPE, &payload, signer))
+}
+
+/// Read the receipt file at `path` (refusing one over
+/// [`MAX_RECEIPT_BYTES`]) and [`verify_receipt`] it; errors name the file.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn verify_receipt_file(
+    path: &std::path::Path,
+    key: &PublicKey,
+) -> Result<VerifiedReceipt, EvidenceError> {
+    let bytes = crate::fsutil::read_limited(path, MAX_RECEIPT_BYTES, "receipt")?;
+    verify_receipt(&bytes, key).map_err(|e| e.in_file(path))
+}
+
+/// Verify a receipt's bytes against `key` (see the module documentation for
+/// every check). Errors name the first check that failed.
+pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, EvidenceError> {
+    if bytes.len() as u64 > MAX_RECEIPT_BYTES {
+        return Err(EvidenceError::TooLarge {
+            what: "receipt",
+            size: bytes.len() as u64,
+            limit: MAX_RECEIPT_BYTES,
+        });
+    }
+    let envelope = Envelope::from_json(bytes)?;
+    if envelope.payload_type != PAYLOAD_TYPE {
+        return Err(EvidenceError::PayloadType {
+            found: envelope.payload_type,
+            expected: PAYLOAD_TYPE,
+        });
+    }
+    let payload = envelope.verify(key)?;
+
+    let statement: Statement = serde_json::from_slice(&payload)
+        .map_err(|e| EvidenceError::json("in-toto statement", e))?;
+    if statement.statement_type != STATEMENT_TYPE {
+        return Err(EvidenceError::StatementType {
+            found: statement.statement_type,
+            expected: STATEMENT_TYPE,
+        });
+    }
+    if statement.predicate_type != PREDICATE_TYPE {
+        return Err(EvidenceError::UnknownPredicate {
+            found: statement.predicate_type,
+            expected: PREDICATE_TYPE,
+        });
+    }
+    let predicate: ProbePredicate = serde_json::from_value(statement.predicate)
+        .map_err(|e| EvidenceError::json("probe predicate", e))?;
+
+    let [subject] = statement.subject.as_slice() else {
+        return Err(EvidenceError::Subject(format!(
+            "{} subjects, expected exactly one",
+            statement.subject.len()
+        )));
+    };
+    if subject.name.is_empty() {
+        return Err(EvidenceError::Subject("empty name".into()));
+    }
+    let digest = predicate_sha256(&predicate);
+    if subject.digest.sha256 != digest {
+        return Err(EvidenceError::Subject(format!(
+            "digest {} does not match the predicate's sha256 {digest}",
+            subject.digest.sha256
+        )));
+    }
+    check_predicate(&predicate)?;
+
+    Ok(VerifiedReceipt {
+        name: subject.name.clone(),
+        keyid: key.keyid(),
+        predicate_sha256: digest,
+        reproducible_digest: reproducible_digest(&predicate),
+        predicate,
+    })
+}

@@ -1,0 +1,85 @@
+//! in-toto Statement v1: what a receipt's payload says and about what.
+//!
+//! The DSSE payload of a receipt is an in-toto Statement
+//! (<https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md>),
+//! the format third-party attestation tooling expects:
+//!
+//! ```json
+//! {"_type": "https://in-toto.io/Statement/v1",
+//!  "subject": [{"name": "<receipt name>", "digest": {"sha256": "<hex>"}}],
+//!  "predicateType": "https://kvwitness.dev/attestation/probe/v1",
+//!  "predicate": { ...the probe predicate... }}
+//! ```
+//!
+//! A probe run produces no external artifact, so the subject is the run's
+//! own record: `name` is the receipt's file name (without folder) and
+//! `digest.sha256` is the SHA-256 of the **canonical JSON of the predicate**
+//! (see [`crate::canonical`]: keys sorted, no whitespace). A verifier
+//! recomputes it from the predicate it parsed, so the subject pins exactly
+//! that predicate.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canonical::canonical_sha256;
+use crate::predicate::{ProbePredicate, PREDICATE_TYPE};
+
+/// `_type` of an in-toto Statement v1.
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+
+/// An in-toto Statement v1 as it appears in the payload. The predicate is
+/// kept as raw JSON so the `predicateType` can be checked before the
+/// predicate is parsed as a particular version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Statement {
+    #[serde(rename = "_type")]
+    pub statement_type: String,
+    pub subject: Vec<Subject>,
+    #[serde(rename = "predicateType")]
+    pub predicate_type: String,
+    pub predicate: Value,
+}
+
+/// What the statement is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subject {
+    pub name: String,
+    pub digest: DigestSet,
+}
+
+/// Digests of the subject; kvwitness uses SHA-256 only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DigestSet {
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+/// Lowercase hex SHA-256 of the canonical JSON of a predicate: the subject
+/// digest of its receipt.
+pub fn predicate_sha256(predicate: &ProbePredicate) -> String {
+    // Plain data types with string keys always serialize.
+    canonical_sha256(predicate).unwrap_or_default()
+}
+
+impl Statement {
+    /// The statement a receipt named `name` makes about `predicate`.
+    pub fn for_predicate(
+        name: &str,
+        predicate: &ProbePredicate,
+    ) -> Result<Statement, serde_json::Error> {
+        Ok(Statement {
+            statement_type: STATEMENT_TYPE.to_string(),
+            subject: vec![Subject {
+                name: name.to_string(),
+                digest: DigestSet {
+                    sha256: predicate_sha256(predicate),
+                },
+            }],
+            predicate_type: PREDICATE_TYPE.to_string(),
+            predicate: serde_json::to_value(predicate)?,
+        })
+    }
+}

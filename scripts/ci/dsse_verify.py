@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Verify a kvwitness bundle's receipts with securesystemslib, independently of kvw.
+
+Usage: dsse_verify.py BUNDLE_DIR
+
+For every receipts/*.json this checks, with securesystemslib's own DSSE and
+ed25519 code (not ours):
+  * Envelope.verify([SSlibKey from kvw.pub.json], threshold=1) accepts it;
+  * the key id is the SHA-256 of the raw public key (the kvwitness convention);
+  * the in-toto Statement's _type and predicateType, the subject digest
+    (SHA-256 of the predicate's canonical JSON), trace_sha256 and the seven steps;
+  * a copy with one payload byte flipped, and a copy with one signature byte
+    flipped, are both refused.
+Exits non-zero if anything fails.
+"""
+
+import base64
+import copy
+import hashlib
+import json
+import pathlib
+import sys
+
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError
+from securesystemslib.signer import SSlibKey
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://kvwitness.dev/attestation/probe/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+def canonical_sha256(value):
+    """SHA-256 of canonical JSON: sorted keys, no whitespace, UTF-8."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def verifies(envelope_dict, key):
+    """True if securesystemslib accepts the envelope with this key."""
+    envelope = Envelope.from_dict(copy.deepcopy(envelope_dict))
+    try:
+        envelope.verify([key], 1)
+    except VerificationError:
+        return False
+    return True
+
+
+def flip_payload_byte(envelope_dict):
+    tampered = copy.deepcopy(envelope_dict)
+    payload = bytearray(base64.b64decode(tampered["payload"]))
+    payload[len(payload) // 2] ^= 0x01
+    tampered["payload"] = base64.b64encode(bytes(payload)).decode()
+    return tampered
+
+
+def flip_signature_byte(envelope_dict):
+    tampered = copy.deepcopy(envelope_dict)
+    sig = bytearray(base64.b64decode(tampered["signatures"][0]["sig"]))
+    sig[10] ^= 0x80
+    tampered["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+    return tampered
+
+
+def check_receipt(path, key):
+    """Return None if the receipt is good, else a one-line reason."""
+    envelope_dict = json.loads(path.read_text(encoding="utf-8"))
+    if envelope_dict.get("payloadType") != PAYLOAD_TYPE:
+        return f"payloadType is {envelope_dict.get('payloadType')!r}"
+    if not verifies(envelope_dict, key):
+        return "securesystemslib refused the signature"
+    statement = json.loads(base64.b64decode(envelope_dict["payload"]))
+    if statement.get("_type") != STATEMENT_TYPE:
+        return f"statement _type is {statement.get('_type')!r}"
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        return f"unknown predicateType {statement.get('predicateType')!r}"
+    predicate = statement["predicate"]
+    subjects = statement.get("subject", [])
+    if len(subjects) != 1:
+        return f"{len(subjects)} subjects, expected one"
+    if subjects[0]["name"] != path.name:
+        return f"subject name {subjects[0]['name']!r} is not the file name"
+    digest = canonical_sha256(predicate)
+    if subjects[0]["digest"]["sha256"] != digest:
+        return f"subject digest does not match the predicate (recomputed {digest})"
+    if predicate["trace_sha256"] != canonical_sha256(predicate["steps"]):
+        return "trace_sha256 does not match the steps"
+    if [s["step"] for s in predicate["steps"]] != list(range(1, 8)):
+        return "steps are not 1..7"
+    if verifies(flip_payload_byte(envelope_dict), key):
+        return "a copy with a flipped payload byte was ACCEPTED"
+    if verifies(flip_signature_byte(envelope_dict), key):
+        return "a copy with a flipped signature byte was ACCEPTED"
+    return None
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    bundle = pathlib.Path(sys.argv[1])
+    key_dict = json.loads((bundle / "kvw.pub.json").read_text(encoding="utf-8"))
+    expected_keyid = hashlib.sha256(bytes.fromhex(key_dict["keyval"]["public"])).hexdigest()
+    if key_dict["keyid"] != expected_keyid:
+        print(f"FAIL  kvw.pub.json: keyid is not sha256 of the raw key ({expected_keyid})")
+        return 1
+    key = SSlibKey.from_dict(key_dict["keyid"], copy.deepcopy(key_dict))
+
+    receipts = sorted((bundle / "receipts").glob("*.json"))
+    if not receipts:
+        print("FAIL  no receipts in the bundle")
+        return 1
+    failed = 0
+    for path in receipts:
+        try:
+            reason = check_receipt(path, key)
+        except Exception as error:  # any parse error is a failure, not a crash
+            reason = f"{type(error).__name__}: {error}"
+        rel = path.relative_to(bundle)
+        if reason is None:
+            print(f"ok    {rel}  (securesystemslib; tampered copies refused)")
+        else:
+            failed += 1
+            print(f"FAIL  {rel}: {reason}")
+    print(f"securesystemslib: {len(receipts) - failed} of {len(receipts)} receipts ok")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
