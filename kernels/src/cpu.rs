@@ -105,12 +105,11 @@ fn dot_bf16(q: &[f32], k: &[u16]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// Pages per split: enough splits to keep every core busy, no split smaller
-/// than a few pages.
-fn pages_per_split(pages: usize) -> usize {
-    let splits = (rayon::current_num_threads() * 4).max(1);
-    pages.div_ceil(splits).max(4)
-}
+/// Pages per split. Fixed, not derived from the core count, so the order of
+/// floating-point sums — and so every output bit — is the same on every
+/// machine; 256 pages still give the incident's 10,646-page read 42 splits
+/// to spread over the cores.
+const PAGES_PER_SPLIT: usize = 256;
 
 /// Decode attention over paged KV: one output vector per query head
 /// (`num_q_heads * head_dim` values). With a tag check, the first page whose
@@ -126,7 +125,7 @@ pub fn paged_decode_attention(a: &PagedAttention<'_>) -> Result<Vec<f32>, TagRef
     let group = a.num_q_heads / l.num_kv_heads;
     let used_pages = a.seq_len.div_ceil(l.page_size).min(a.page_table.len());
     let table = &a.page_table[..used_pages];
-    let chunk = pages_per_split(used_pages);
+    let chunk = PAGES_PER_SPLIT;
 
     let partials: Vec<Result<Vec<Partial>, TagRefused>> = table
         .par_chunks(chunk)
@@ -267,6 +266,38 @@ mod tests {
         let got = paged_decode_attention(&a).unwrap();
         let want = dense(&a);
         for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-4, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn several_splits_merge_to_the_dense_result() {
+        let l = KvLayout {
+            page_size: 2,
+            num_kv_heads: 1,
+            head_dim: 16,
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let pages = 3 * PAGES_PER_SPLIT + 5;
+        let kv: Vec<u16> = (0..pages * l.page_elems())
+            .map(|_| f32_to_bf16(rng.random_range(-1.0..1.0)))
+            .collect();
+        let table: Vec<u32> = (0..pages as u32).rev().collect();
+        let q: Vec<f32> = (0..2 * l.head_dim)
+            .map(|_| rng.random_range(-2.0..2.0))
+            .collect();
+        let a = PagedAttention {
+            layout: l,
+            kv: &kv,
+            page_table: &table,
+            seq_len: pages * 2 - 1,
+            q: &q,
+            num_q_heads: 2,
+            sm_scale: 1.0,
+            tags: None,
+        };
+        let got = paged_decode_attention(&a).unwrap();
+        for (g, w) in got.iter().zip(&dense(&a)) {
             assert!((g - w).abs() < 1e-4, "{g} vs {w}");
         }
     }
