@@ -15,6 +15,9 @@ fn main() {
         commit.unwrap_or_else(|| "unknown".into())
     );
     println!("cargo:rerun-if-env-changed=KVW_COMMIT");
+    for dir in ["src", "../kernels/src", "../evidence/src"] {
+        println!("cargo:rerun-if-changed={dir}");
+    }
     if let Ok(out) = Command::new("git")
         .args(["rev-parse", "--git-dir"])
         .output()
@@ -23,6 +26,7 @@ fn main() {
         if !dir.is_empty() {
             println!("cargo:rerun-if-changed={dir}/HEAD");
             println!("cargo:rerun-if-changed={dir}/refs/heads");
+            println!("cargo:rerun-if-changed={dir}/index");
         }
     }
 }
