@@ -15,7 +15,7 @@ use kvw_kernels::TagCheck;
 use super::{cost, Sim};
 use crate::engine_ref;
 use crate::model::{self, k_code, v_code, SM_SCALE};
-use crate::policy::{self, Door, HandoffDecision, KvPoll, Release};
+use crate::policy::{self, Door, HandoffDecision, KvPoll};
 use crate::req::{max_req_input_len, validate_input_length, FinishReason, Req};
 use crate::trace::upstream_ref;
 
@@ -34,19 +34,12 @@ struct DReq {
     has_receiver: bool,
 }
 
-#[derive(Debug, Clone)]
-struct Deferred {
-    room: u64,
-    pages: Vec<u32>,
-}
-
 /// State of the decode scheduler.
 #[derive(Debug, Default)]
 pub struct DecodeWorker {
     prealloc_queue: Vec<DReq>,
     transfer_queue: Vec<DReq>,
     running_batch: Vec<DReq>,
-    deferred: Vec<Deferred>,
     /// Aborts that arrived before their request did.
     early_aborts: BTreeMap<u32, (String, u16)>,
     busy_until: u64,
@@ -116,19 +109,12 @@ pub fn abort(sim: &mut Sim, i: u32, message: &str, status: u16) {
     }
 }
 
-fn free_flags(sim: &Sim) -> (bool, bool) {
-    (
-        sim.fix(Fix::ScrubOnFree),
-        sim.canary_mode() != KvCanaryMode::Off,
-    )
-}
-
 /// One iteration of the decode event loop. Returns when to run again.
 pub fn tick(sim: &mut Sim) -> Option<u64> {
     if sim.now < sim.decode.busy_until {
         return Some(sim.decode.busy_until);
     }
-    release_deferred(sim);
+    sim.release_deferred(PoolSide::Decode);
     prealloc(sim);
     let mut next = transfer(sim);
     if !sim.decode.running_batch.is_empty() {
@@ -543,29 +529,6 @@ fn answer_of(req: &Req) -> (u16, String) {
 /// Answer the client and give the pages back (or defer them).
 fn finish(sim: &mut Sim, d: DReq, status: u16, text: String, at: u64) {
     let output = d.req.output_ids.clone();
-    release(sim, d.req.bootstrap_room, d.table);
+    sim.release(PoolSide::Decode, d.req.bootstrap_room, d.table);
     sim.decode_answer(at, d.idx, status, text, output);
-}
-
-fn release(sim: &mut Sim, room: u64, pages: Vec<u32>) {
-    if pages.is_empty() {
-        return;
-    }
-    let acked = sim.channel.room(room).is_none_or(|r| r.acked);
-    match policy::release_rule(sim.channel.inflight(room), acked, sim.fixes) {
-        Release::Now => {
-            let (scrub, canary) = free_flags(sim);
-            if sim.decode_pool.free(&pages, scrub, canary).is_err() {
-                sim.counters.double_frees += 1;
-            }
-        }
-        Release::Defer => sim.decode.deferred.push(Deferred { room, pages }),
-    }
-}
-
-fn release_deferred(sim: &mut Sim) {
-    let deferred = std::mem::take(&mut sim.decode.deferred);
-    for d in deferred {
-        release(sim, d.room, d.pages);
-    }
 }

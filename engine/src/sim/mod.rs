@@ -10,6 +10,7 @@
 
 mod decode;
 mod prefill;
+mod release;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -119,6 +120,8 @@ pub struct Sim<'b> {
     pub trace: Trace,
     pub counters: Counters,
     pub marks: ProbeMarks,
+    /// Deferred releases, indexed by `PoolSide as usize`.
+    deferred: [Vec<release::Deferred>; 2],
     prefill: PrefillWorker,
     decode: DecodeWorker,
     queue: BinaryHeap<Reverse<(u64, u64, Msg)>>,
@@ -176,6 +179,7 @@ impl<'b> Sim<'b> {
             trace: Trace::new(),
             counters: Counters::default(),
             marks: ProbeMarks::default(),
+            deferred: [Vec::new(), Vec::new()],
             queue: BinaryHeap::new(),
             seq: 0,
             prefill_tick_at: None,

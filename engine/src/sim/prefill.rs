@@ -8,13 +8,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use kvw_evidence::{Fix, KvCanaryMode, PoolSide, ProbeConfig};
+use kvw_evidence::{Fix, PoolSide, ProbeConfig};
 use kvw_kernels::cpu;
 
 use super::{cost, Sim};
 use crate::engine_ref;
 use crate::model::{k_code, v_code};
-use crate::policy::{self, Door, KvPoll, Release, ResultAction};
+use crate::policy::{self, Door, KvPoll, ResultAction};
 use crate::req::{validate_input_length, Req};
 use crate::trace::upstream_ref;
 use crate::transfer::ChunkSend;
@@ -36,13 +36,6 @@ struct PReq {
     sent_pages: usize,
 }
 
-/// Pages waiting for their in-flight writes to drain (deferred release).
-#[derive(Debug, Clone)]
-struct Deferred {
-    room: u64,
-    pages: Vec<u32>,
-}
-
 /// State of the prefill scheduler.
 #[derive(Debug)]
 pub struct PrefillWorker {
@@ -51,7 +44,6 @@ pub struct PrefillWorker {
     bootstrap_queue: Vec<PReq>,
     waiting_queue: VecDeque<PReq>,
     inflight_queue: Vec<PReq>,
-    deferred: Vec<Deferred>,
     busy_until: u64,
     next_metadata: usize,
     /// Prefill pages each request held, for the page picture.
@@ -69,7 +61,6 @@ impl PrefillWorker {
             bootstrap_queue: Vec::new(),
             waiting_queue: VecDeque::new(),
             inflight_queue: Vec::new(),
-            deferred: Vec::new(),
             busy_until: 0,
             next_metadata: 0,
             history: BTreeMap::new(),
@@ -80,13 +71,6 @@ impl PrefillWorker {
     pub fn pages_of(&self, req: u32) -> Vec<u32> {
         self.history.get(&req).cloned().unwrap_or_default()
     }
-}
-
-fn free_flags(sim: &Sim) -> (bool, bool) {
-    (
-        sim.fix(Fix::ScrubOnFree),
-        sim.canary_mode() != KvCanaryMode::Off,
-    )
 }
 
 /// A request arrives from the router: validate, then the bootstrap-queue door.
@@ -199,7 +183,7 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     if sim.now < sim.prefill.busy_until {
         return Some(sim.prefill.busy_until);
     }
-    release_deferred(sim);
+    sim.release_deferred(PoolSide::Prefill);
     // Bootstrap queue: requests whose decode peer registered its pages move on.
     let (ready, pending): (Vec<PReq>, Vec<PReq>) = std::mem::take(&mut sim.prefill.bootstrap_queue)
         .into_iter()
@@ -501,7 +485,7 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
                 );
             }
             let pages = std::mem::take(&mut p.pages);
-            release(sim, room, pages);
+            sim.release(PoolSide::Prefill, room, pages);
             let msg = reason_message(&p.req);
             sim.prefill_answer(at, p.idx, 400, msg, false);
         }
@@ -522,32 +506,9 @@ fn poll_inflight(sim: &mut Sim) {
                     "transfer polled complete; prefill pages freed".into(),
                 );
                 let pages = std::mem::take(&mut p.pages);
-                release(sim, p.req.bootstrap_room, pages);
+                sim.release(PoolSide::Prefill, p.req.bootstrap_room, pages);
             }
             KvPoll::Transferring => sim.prefill.inflight_queue.push(p),
         }
-    }
-}
-
-fn release(sim: &mut Sim, room: u64, pages: Vec<u32>) {
-    let acked = sim
-        .channel
-        .room(room)
-        .is_none_or(|r| r.acked || r.posted == 0);
-    match policy::release_rule(sim.channel.inflight(room), acked, sim.fixes) {
-        Release::Now => {
-            let (scrub, canary) = free_flags(sim);
-            if sim.prefill_pool.free(&pages, scrub, canary).is_err() {
-                sim.counters.double_frees += 1;
-            }
-        }
-        Release::Defer => sim.prefill.deferred.push(Deferred { room, pages }),
-    }
-}
-
-fn release_deferred(sim: &mut Sim) {
-    let deferred = std::mem::take(&mut sim.prefill.deferred);
-    for d in deferred {
-        release(sim, d.room, d.pages);
     }
 }
