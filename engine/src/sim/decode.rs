@@ -455,6 +455,16 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
         ));
     }
     let foreign = foreign_pages(sim, &d.table[..used], me);
+    if probed && !first {
+        let read = d.table[..used].to_vec();
+        let new = note_foreign(sim, &read, me);
+        if new > 0 {
+            let step = d.req.output_ids.len() + 1;
+            sim.trace.say(6, format!(
+                "At decode step {step}, {new} page(s) of the read set held bytes another request wrote after the pages changed hands."
+            ));
+        }
+    }
     let token = model::read_out(&out);
     // Append the new token's KV at position seq_len.
     let pos = seq_len;
@@ -508,11 +518,23 @@ fn foreign_pages(sim: &Sim, pages: &[u32], me: crate::pool::WriterId) -> usize {
 
 /// Record what the probed request's first decode step actually read.
 fn record_read(sim: &mut Sim, read: &[u32], me: crate::pool::WriterId) -> usize {
-    let foreign = foreign_pages(sim, read, me);
+    let foreign = note_foreign(sim, read, me);
     sim.marks.read = read.to_vec();
-    sim.marks.foreign_pages_read = foreign as u64;
     sim.trace.pages(6, sim.page_view(PoolSide::Decode));
     foreign
+}
+
+/// Add the foreign pages of one read to the probed request's tally; returns
+/// how many pages of this read were newly found foreign.
+fn note_foreign(sim: &mut Sim, read: &[u32], me: crate::pool::WriterId) -> usize {
+    let before = sim.marks.foreign_seen.len();
+    for &p in read {
+        if sim.decode_pool.meta(p).writer.is_some_and(|w| w != me) {
+            sim.marks.foreign_seen.insert(p);
+        }
+    }
+    sim.marks.foreign_pages_read = sim.marks.foreign_seen.len() as u64;
+    sim.marks.foreign_seen.len() - before
 }
 
 fn answer_of(req: &Req) -> (u16, String) {

@@ -1,0 +1,90 @@
+//! Deferred release against a late RDMA write (SGLang #24527 / #35049).
+//!
+//! acme's last page write is held up on the wire; decode gives up on acme at
+//! its 300 s timeout and frees acme's pages. umbrella arrives, is handed the
+//! same pages (LIFO), and the stale write lands in the middle of umbrella's
+//! decode. Without deferred release umbrella then attends to a page acme
+//! wrote; with it, acme's pages stay allocated until the write drains, so
+//! umbrella gets other pages and answers correctly.
+
+use kvw_engine::backend::Backend;
+use kvw_engine::model;
+use kvw_engine::probe::{incident_config, with_prefill_pool};
+use kvw_engine::scenario::Arrival;
+use kvw_engine::sim::Sim;
+use kvw_engine::transfer::Fault;
+use kvw_evidence::{Fix, KvCanaryMode, Scale};
+use rand::SeedableRng;
+
+struct Outcome {
+    status: u16,
+    text: String,
+    want: String,
+    foreign_pages_read: u64,
+}
+
+fn late_write(fixes: &[Fix]) -> Outcome {
+    let base = incident_config(Scale::Walkthrough, fixes, KvCanaryMode::Off, 9).unwrap();
+    let config = with_prefill_pool(base, 256).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    let mut arrival = |tenant: &str, at_us: u64, probed: bool| {
+        let canary = model::canary(tenant, &mut rng);
+        let prompt = model::document(tenant, &canary, 100, &mut rng);
+        Arrival {
+            at_us,
+            tenant: tenant.into(),
+            prompt,
+            canary,
+            max_new_tokens: 24,
+            probed,
+        }
+    };
+    let arrivals = vec![
+        arrival("acme", 0, false),
+        arrival("umbrella", 300_100_000, true),
+    ];
+    let want = model::decode(&arrivals[1].prompt[1..25]);
+    let backend = Backend::Cpu;
+    let mut sim = Sim::new(config, arrivals, &backend);
+    // acme's seventh page write (its last page) lands 300.3 s late.
+    let room = sim.entries[0].room;
+    sim.channel.inject(
+        room,
+        Fault::LateWrite {
+            nth: 6,
+            us: 300_300_000,
+        },
+    );
+    sim.run();
+    let acme = sim.entries[0].response.clone().expect("acme answered");
+    assert_eq!(acme.status, 500, "acme times out: {}", acme.text);
+    let r = sim.entries[1].response.clone().expect("umbrella answered");
+    assert_eq!(sim.counters.double_frees, 0);
+    Outcome {
+        status: r.status,
+        text: r.text,
+        want,
+        foreign_pages_read: sim.marks.foreign_pages_read,
+    }
+}
+
+#[test]
+fn late_write_corrupts_the_next_tenant_without_deferred_release() {
+    let pre = late_write(&[]);
+    assert_eq!(pre.status, 200);
+    assert!(
+        pre.foreign_pages_read >= 1,
+        "the late write landed in umbrella's page"
+    );
+    assert_ne!(pre.text, pre.want, "umbrella's answer is corrupted");
+}
+
+#[test]
+fn deferred_release_keeps_pages_until_the_write_drains() {
+    let fixed = late_write(&[Fix::DeferredRelease]);
+    assert_eq!(fixed.status, 200);
+    assert_eq!(fixed.foreign_pages_read, 0);
+    assert_eq!(fixed.text, fixed.want);
+    // And the same scenario without the fix does go wrong.
+    assert!(late_write(&[]).foreign_pages_read >= 1);
+}
