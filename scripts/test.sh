@@ -45,7 +45,7 @@ stage() {
 stage "toolchain" ./scripts/setup.sh
 stage "cargo fmt" cargo fmt --all -- --check
 stage "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-stage "cargo clippy (cuda, ssr)" cargo clippy -p kvw-kernels -p kvw-explorer --all-targets --features kvw-kernels/cuda,kvw-explorer/ssr -- -D warnings
+stage "cargo clippy (cuda)" cargo clippy -p kvw-kernels -p kvw-engine --all-targets --features kvw-engine/cuda -- -D warnings
 stage "cargo test" cargo test --workspace
 stage "build kvw" cargo build --release --bin kvw
 stage "published bundle: kvw verify --reproduce" "$kvw" verify "$bundle" --reproduce
