@@ -1,1 +1,41 @@
-//! Explorer (placeholder until the explorer lands).
+//! The kvwitness explorer: the seven-step replay of a signed probe receipt.
+//!
+//! The same Leptos components render twice. On the native side (`ssr`
+//! feature) they become static HTML in which every step, state and response
+//! is readable without JavaScript; [`site::build_site`] turns an evidence
+//! bundle into such a site. In the browser (`hydrate` feature) the page
+//! verifies its receipt's DSSE signature with the evidence crate compiled to
+//! WebAssembly, then hydrates the same components to add step-by-step
+//! navigation, keyboard arrows and in-place fix switching.
+//!
+//! Modules split along one concern each: plain data and pure logic first
+//! ([`model`], [`catalog`], [`links`], [`highlight`], [`diverge`],
+//! [`timeline`], [`i18n`], [`trust`]), then the components under
+//! [`components`], then the two ends: [`site`] (static build) and the
+//! browser entry points.
+
+#![recursion_limit = "256"]
+
+pub mod catalog;
+pub mod components;
+pub mod diverge;
+pub mod highlight;
+pub mod i18n;
+pub mod links;
+pub mod model;
+pub mod pages;
+pub mod timeline;
+pub mod trust;
+
+#[cfg(feature = "ssr")]
+pub mod markdown;
+#[cfg(feature = "ssr")]
+pub mod sample;
+#[cfg(feature = "ssr")]
+pub mod site;
+
+#[cfg(feature = "hydrate")]
+pub mod browser;
+
+pub use i18n::Lang;
+pub use model::{CatalogEntry, PageData, Shown};

@@ -8,6 +8,8 @@ pub mod bench;
 pub mod bundle;
 pub mod keygen;
 pub mod probe;
+pub mod serve;
+pub mod site;
 pub mod verify;
 
 use std::process::ExitCode;
@@ -17,7 +19,7 @@ use clap::{Parser, Subcommand};
 /// kvwitness: reproduce, prove and publish KV-cache isolation failures in
 /// prefill/decode disaggregated inference.
 #[derive(Debug, Parser)]
-#[command(name = "kvw", version, about, long_about = None)]
+#[command(name = "kvw", version)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -32,6 +34,10 @@ pub enum Command {
     Bundle(bundle::BundleArgs),
     /// Verify a bundle folder or a single receipt (optionally re-running it).
     Verify(verify::VerifyArgs),
+    /// Build the static explorer site from a bundle.
+    Site(site::SiteArgs),
+    /// Serve a built site on 127.0.0.1.
+    Serve(serve::ServeArgs),
     /// Write a new ed25519 signing key pair.
     Keygen(keygen::KeygenArgs),
     /// Measure the engine: incident-scale probe time and CPU attention bandwidth.
@@ -63,6 +69,8 @@ pub fn main() -> ExitCode {
         Command::Bundle(args) => bundle::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Keygen(args) => keygen::run(args),
+        Command::Site(args) => site::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
     };
     match result {

@@ -1,0 +1,166 @@
+//! The fix matrix as a set of switches over the site's receipts.
+//!
+//! A receipt's *switch set* is the names of its defenses that are on: every
+//! boolean [`Fix`] in its config, `kv-canary` when the canary mode is not
+//! `off`, and `pool-covers-context` when the prefill pool holds the whole
+//! context (the configuration fix). Two receipts of the same probe and scale
+//! are siblings across a switch when their sets differ by exactly that name,
+//! so toggling a switch is a lookup, and a combination nobody ran shows as
+//! unavailable rather than as a guess.
+
+use std::collections::BTreeSet;
+
+use kvw_evidence::{Fix, KvCanaryMode, ProbePredicate};
+
+use crate::model::CatalogEntry;
+
+/// Switch name of the configuration fix (prefill pool ≥ context length).
+pub const POOL_COVERS_CONTEXT: &str = "pool-covers-context";
+/// Switch name of the `--kv-canary` defense.
+pub const KV_CANARY: &str = "kv-canary";
+
+/// All switch names in display order.
+pub fn all_switches() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Fix::ALL.iter().map(|f| f.name()).collect();
+    names.push(KV_CANARY);
+    names.push(POOL_COVERS_CONTEXT);
+    names
+}
+
+/// The switches that are on in a predicate, in display order.
+pub fn switch_set(predicate: &ProbePredicate) -> Vec<String> {
+    let config = &predicate.config;
+    let mut on: Vec<String> = Fix::ALL
+        .iter()
+        .filter(|f| config.fixes.contains(f))
+        .map(|f| f.name().to_string())
+        .collect();
+    if config.kv_canary != KvCanaryMode::Off {
+        on.push(KV_CANARY.to_string());
+    }
+    if config.prefill_pool_tokens >= config.context_len {
+        on.push(POOL_COVERS_CONTEXT.to_string());
+    }
+    on
+}
+
+/// Summarise a verified predicate for the catalog.
+pub fn entry_for(stem: &str, predicate: &ProbePredicate) -> CatalogEntry {
+    CatalogEntry {
+        stem: stem.to_string(),
+        probe: predicate.probe.name.clone(),
+        scale: predicate.config.scale,
+        switches: switch_set(predicate),
+        http_status: predicate.verdict.http_status,
+        leak: predicate.verdict.leak,
+        outcome: predicate.verdict.outcome.clone(),
+    }
+}
+
+/// One switch as the page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchView {
+    pub name: String,
+    pub on: bool,
+    /// Stem of the receipt with this switch flipped, if the site has one.
+    pub sibling: Option<String>,
+}
+
+/// The switches to show next to `current`: every switch used by any receipt
+/// of the same probe and scale, with the sibling across each.
+pub fn switches_for(catalog: &[CatalogEntry], current: &CatalogEntry) -> Vec<SwitchView> {
+    let group: Vec<&CatalogEntry> = catalog
+        .iter()
+        .filter(|e| e.probe == current.probe && e.scale == current.scale)
+        .collect();
+    let used: BTreeSet<&str> = group
+        .iter()
+        .flat_map(|e| e.switches.iter().map(String::as_str))
+        .collect();
+    let mine: BTreeSet<&str> = current.switches.iter().map(String::as_str).collect();
+    all_switches()
+        .into_iter()
+        .filter(|name| used.contains(name))
+        .map(|name| {
+            let mut wanted = mine.clone();
+            if !wanted.remove(name) {
+                wanted.insert(name);
+            }
+            let sibling = group
+                .iter()
+                .find(|e| {
+                    e.switches
+                        .iter()
+                        .map(String::as_str)
+                        .collect::<BTreeSet<_>>()
+                        == wanted
+                })
+                .map(|e| e.stem.clone());
+            SwitchView {
+                name: name.to_string(),
+                on: mine.contains(name),
+                sibling,
+            }
+        })
+        .collect()
+}
+
+/// The receipt with no switch on for the same probe and scale, if any.
+pub fn baseline_for<'a>(
+    catalog: &'a [CatalogEntry],
+    current: &CatalogEntry,
+) -> Option<&'a CatalogEntry> {
+    catalog
+        .iter()
+        .find(|e| e.probe == current.probe && e.scale == current.scale && e.switches.is_empty())
+}
+
+/// The receipt a site opens on: the incident probe with no fix at walkthrough
+/// scale when present, else the first with no fix, else the first.
+pub fn default_entry(catalog: &[CatalogEntry]) -> Option<&CatalogEntry> {
+    use kvw_evidence::Scale;
+    catalog
+        .iter()
+        .find(|e| e.probe == "incident" && e.scale == Scale::Walkthrough && e.switches.is_empty())
+        .or_else(|| catalog.iter().find(|e| e.switches.is_empty()))
+        .or_else(|| catalog.first())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvw_evidence::Scale;
+
+    fn entry(stem: &str, switches: &[&str]) -> CatalogEntry {
+        CatalogEntry {
+            stem: stem.into(),
+            probe: "incident".into(),
+            scale: Scale::Walkthrough,
+            switches: switches.iter().map(|s| s.to_string()).collect(),
+            http_status: 200,
+            leak: true,
+            outcome: String::new(),
+        }
+    }
+
+    #[test]
+    fn toggling_finds_the_sibling_or_reports_none() {
+        let catalog = vec![
+            entry("base", &[]),
+            entry("r", &["retire-unadmitted-reject"]),
+            entry("c", &["kv-checksum"]),
+        ];
+        let switches = switches_for(&catalog, &catalog[0]);
+        assert_eq!(switches.len(), 2);
+        assert!(switches.iter().all(|s| !s.on && s.sibling.is_some()));
+        let from_r = switches_for(&catalog, &catalog[1]);
+        let checksum = from_r.iter().find(|s| s.name == "kv-checksum").unwrap();
+        assert_eq!(checksum.sibling, None, "r+checksum was never run");
+        let retire = from_r
+            .iter()
+            .find(|s| s.name == "retire-unadmitted-reject")
+            .unwrap();
+        assert!(retire.on);
+        assert_eq!(retire.sibling.as_deref(), Some("base"));
+    }
+}

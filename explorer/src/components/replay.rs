@@ -1,0 +1,133 @@
+//! The seven-step replay of the receipt on screen.
+//!
+//! All seven steps are always in the document. Without scripts they read top
+//! to bottom and the step list links to `#step-N`; once the page is hydrated
+//! (the root element carries `kvw-ready`), the style sheet shows one step at
+//! a time and the Prev/Next buttons, hidden until then, take over.
+
+use kvw_evidence::ProbePredicate;
+use leptos::prelude::*;
+
+use super::actions::remember_step;
+use super::step::{StepContext, StepView};
+use super::switches::Switches;
+use super::verdict::VerdictPanel;
+use super::ReplayCtx;
+use crate::i18n::Lang;
+use crate::model::Shown;
+
+#[component]
+fn StepNav(names: Vec<(u8, String)>, lang: Lang) -> impl IntoView {
+    let ctx = ReplayCtx::get();
+    view! {
+        <nav class="step-nav" aria-label=lang.pick("Steps", "Passi")>
+            <ol>
+                {names.into_iter().map(|(n, name)| view! {
+                    <li>
+                        <a href=format!("#step-{n}")
+                            class:current=move || ctx.current.get() == n
+                            aria-current=move || (ctx.current.get() == n).then_some("step")
+                            on:click=move |_| ctx.go(n as i32)>
+                            <span class="n">{n.to_string()}</span>" "{name}
+                        </a>
+                    </li>
+                }).collect_view()}
+            </ol>
+        </nav>
+    }
+    .into_any()
+}
+
+#[component]
+fn Stepper(lang: Lang) -> impl IntoView {
+    let ctx = ReplayCtx::get();
+    let step_by = move |delta: i32| {
+        ctx.go(ctx.current.get_untracked() as i32 + delta);
+        remember_step(ctx.current.get_untracked());
+    };
+    view! {
+        <div class="stepper js-only">
+            <button type="button" id="kvw-prev" on:click=move |_| step_by(-1) disabled=move || { ctx.current.get() <= 1 }>
+                <span aria-hidden="true">"← "</span>{lang.pick("Previous", "Precedente")}
+            </button>
+            <span class="counter" aria-live="polite" id="kvw-counter">
+                {move || format!("{} {} / 7", lang.pick("Step", "Passo"), ctx.current.get())}
+            </span>
+            <button type="button" id="kvw-next" on:click=move |_| step_by(1) disabled=move || { ctx.current.get() >= 7 }>
+                {lang.pick("Next", "Successivo")}<span aria-hidden="true">" →"</span>
+            </button>
+            <span class="hint">{lang.pick("or use ← → keys", "oppure i tasti ← →")}</span>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
+    let ctx = ReplayCtx::get();
+    let (narratives, engine_base) = ctx
+        .data
+        .with_value(|d| (d.narratives.clone(), d.engine_source_base.clone()));
+    let names = predicate
+        .steps
+        .iter()
+        .map(|s| (s.step, lang.step_name(s.step, &s.name)))
+        .collect();
+    let steps = predicate
+        .steps
+        .iter()
+        .map(|step| {
+            let cx = StepContext {
+                lang,
+                narrative: narratives
+                    .get(step.step as usize - 1)
+                    .cloned()
+                    .unwrap_or_default(),
+                engine_base: engine_base.clone(),
+                engine_commit: predicate.engine.commit.clone(),
+                verdict: (step.step == 7).then(|| predicate.verdict.clone()),
+            };
+            view! { <StepView step=step.clone() cx=cx/> }
+        })
+        .collect_view();
+    view! {
+        <VerdictPanel predicate=predicate.clone() lang=lang/>
+        <Switches lang=lang/>
+        <StepNav names=names lang=lang/>
+        <Stepper lang=lang/>
+        <div class="steps">{steps}</div>
+    }
+    .into_any()
+}
+
+#[component]
+fn NotReplayed(stem: String, reason: String, lang: Lang) -> impl IntoView {
+    view! {
+        <div class="tampered" role="alert" id="kvw-warning">
+            <h2><span aria-hidden="true">"⚠ "</span>{lang.pick("This receipt is not replayed", "Questa ricevuta non viene riprodotta")}</h2>
+            <p>
+                {lang.pick("The receipt ", "La ricevuta ")}<code>{stem}</code>
+                {lang.pick(" failed verification, so nothing in it can be trusted: ", " non ha superato la verifica, quindi nulla di ciò che contiene è affidabile: ")}
+                <strong class="reason">{reason}</strong>
+            </p>
+        </div>
+    }
+}
+
+/// The replay of whatever [`ReplayCtx::shown`] holds.
+#[component]
+pub fn Replay() -> impl IntoView {
+    let ctx = ReplayCtx::get();
+    let lang = ctx.data.with_value(|d| d.lang);
+    view! {
+        <div class="replay" id="replay">
+            {move || match ctx.shown.get() {
+                Shown::Verified { predicate, .. } => view! { <ReplayBody predicate=*predicate lang=lang/> }.into_any(),
+                Shown::Rejected { stem, reason } => view! { <NotReplayed stem=stem reason=reason lang=lang/> }.into_any(),
+                Shown::Loading { stem } => view! {
+                    <p class="loading" aria-busy="true">{lang.pick("Loading and verifying ", "Caricamento e verifica di ")}<code>{stem}</code>"…"</p>
+                }.into_any(),
+            }}
+        </div>
+    }
+}

@@ -1,0 +1,38 @@
+//! The response the client received, with leaked canaries marked.
+
+use kvw_evidence::Verdict;
+use leptos::prelude::*;
+
+use crate::highlight::{segments, Segment};
+use crate::i18n::Lang;
+
+#[component]
+pub fn ResponseView(verdict: Verdict, lang: Lang) -> impl IntoView {
+    let ok = verdict.http_status == 200;
+    let parts = segments(&verdict.response_text, &verdict.canaries_leaked)
+        .into_iter()
+        .map(|s| match s {
+            Segment::Plain(t) => view! { <span>{t}</span> }.into_any(),
+            Segment::Canary(t) => view! { <mark class="canary">{t}</mark> }.into_any(),
+        })
+        .collect_view();
+    let leaked = verdict.canaries_leaked.join(", ");
+    view! {
+        <div class="response">
+            <p class="http">
+                <span class=if ok { "status s200" } else { "status s4xx" }>{format!("HTTP {}", verdict.http_status)}</span>
+                " "
+                <span class="latency">{format!("{:.3} s", verdict.latency_s)}</span>
+            </p>
+            <pre class="response-text" aria-label=lang.pick("Response text", "Testo della risposta")>{parts}</pre>
+            {(!verdict.canaries_leaked.is_empty()).then(|| view! {
+                <p class="callout leak">
+                    <span aria-hidden="true">"⚠ "</span>
+                    {lang.pick("Other tenants' canaries in this response (marked): ", "Canary di altri tenant in questa risposta (evidenziati): ")}
+                    <strong>{leaked}</strong>
+                </p>
+            })}
+        </div>
+    }
+    .into_any()
+}

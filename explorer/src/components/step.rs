@@ -1,0 +1,95 @@
+//! One step of the replay, complete: everything a reader needs for it is in
+//! the static HTML, so the page works as a long document without scripts and
+//! as a one-step-at-a-time stepper with them.
+
+use kvw_evidence::{Event, Step, Verdict};
+use leptos::prelude::*;
+
+use super::pool::PoolView;
+use super::provenance::ProvenanceBadge;
+use super::response::ResponseView;
+use super::sources::SourceLinks;
+use super::state::StateTable;
+use super::ReplayCtx;
+use crate::i18n::Lang;
+
+/// Everything [`StepView`] needs besides the step itself.
+#[derive(Clone)]
+pub struct StepContext {
+    pub lang: Lang,
+    pub narrative: String,
+    pub engine_base: String,
+    pub engine_commit: String,
+    /// The run's verdict, drawn under the response step.
+    pub verdict: Option<Verdict>,
+}
+
+#[component]
+fn Events(events: Vec<Event>, lang: Lang) -> impl IntoView {
+    if events.is_empty() {
+        return ().into_any();
+    }
+    view! {
+        <details class="events">
+            <summary>{lang.pick("Events", "Eventi")}" ("{events.len()}")"</summary>
+            <ol>
+                {events.into_iter().map(|e| view! {
+                    <li>
+                        <code class="t">{format!("{:.3} ms", e.t_us as f64 / 1000.0)}</code>" "
+                        <span class="actor">{e.actor}</span>" "
+                        <code>{e.kind}</code>" "
+                        {e.detail}
+                    </li>
+                }).collect_view()}
+            </ol>
+        </details>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
+    let ctx = ReplayCtx::get();
+    let n = step.step;
+    let lang = cx.lang;
+    let title_id = format!("step-{n}-title");
+    let labelled_by = title_id.clone();
+    let name = lang.step_name(n, &step.name);
+    let narrative = (!cx.narrative.is_empty()).then(|| {
+        view! {
+            <div class="narrative">
+                <p class="label">{lang.pick("In the disclosed incident", "Nell'incidente reso pubblico")}</p>
+                <div inner_html=cx.narrative.clone()></div>
+            </div>
+        }
+    });
+    let state = step
+        .state
+        .clone()
+        .map(|s| view! { <StateTable state=s lang=lang/> });
+    let pages = step
+        .pages
+        .clone()
+        .map(|p| view! { <PoolView view=p lang=lang/> });
+    let response = cx
+        .verdict
+        .clone()
+        .map(|v| view! { <ResponseView verdict=v lang=lang/> });
+    view! {
+        <section id=format!("step-{n}") class="step" class:current=move || ctx.current.get() == n aria-labelledby=labelled_by data-step=n.to_string()>
+            <h3 id=title_id>
+                <span class="step-no">{format!("{} {n}/7", lang.pick("Step", "Passo"))}</span>" "
+                <span class="step-name">{name}</span>
+            </h3>
+            <ProvenanceBadge provenance=step.provenance lang=lang/>
+            <p class="summary"><span class="label">{lang.pick("This run: ", "Questa esecuzione: ")}</span><span lang="en">{step.summary.clone()}</span></p>
+            {narrative}
+            {state}
+            {pages}
+            {response}
+            <SourceLinks sources=step.sources.clone() engine_base=cx.engine_base.clone() engine_commit=cx.engine_commit.clone() lang=lang/>
+            <Events events=step.events.clone() lang=lang/>
+        </section>
+    }
+    .into_any()
+}

@@ -1,0 +1,95 @@
+//! What the run amounts to, and the configuration that produced it.
+
+use kvw_evidence::{ProbePredicate, Scale};
+use leptos::prelude::*;
+
+use crate::catalog::switch_set;
+use crate::i18n::Lang;
+
+#[component]
+fn ConfigList(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
+    let c = &predicate.config;
+    let scale = match c.scale {
+        Scale::Walkthrough => lang.pick("walkthrough", "dimostrativa"),
+        Scale::Incident => lang.pick(
+            "incident (production numbers)",
+            "incidente (numeri di produzione)",
+        ),
+    };
+    let switches = switch_set(&predicate);
+    let fixes = if switches.is_empty() {
+        lang.pick("none", "nessuna").to_string()
+    } else {
+        switches.join(", ")
+    };
+    let rows: Vec<(&'static str, String)> = vec![
+        (lang.pick("Scale", "Scala"), scale.to_string()),
+        (
+            lang.pick("Context length", "Lunghezza del contesto"),
+            c.context_len.to_string(),
+        ),
+        (
+            lang.pick("Prefill pool (tokens)", "Pool di prefill (token)"),
+            c.prefill_pool_tokens.to_string(),
+        ),
+        (
+            lang.pick("Decode pool (tokens)", "Pool di decode (token)"),
+            c.decode_pool_tokens.to_string(),
+        ),
+        (
+            lang.pick("Page size", "Dimensione pagina"),
+            c.page_size.to_string(),
+        ),
+        (
+            lang.pick("Input cap", "Limite di input"),
+            c.max_req_input_len.to_string(),
+        ),
+        (
+            lang.pick("Free list", "Lista libera"),
+            format!("{:?}", c.free_list).to_uppercase(),
+        ),
+        (lang.pick("Fixes on", "Correzioni attive"), fixes),
+        (lang.pick("Seed", "Seme"), c.seed.to_string()),
+        (
+            lang.pick("Engine", "Motore"),
+            format!("{} @ {}", predicate.engine.version, predicate.engine.commit),
+        ),
+        (
+            lang.pick("Backend", "Backend"),
+            predicate.backend.device.clone(),
+        ),
+    ];
+    view! {
+        <details class="config">
+            <summary>{lang.pick("Configuration and counters", "Configurazione e contatori")}</summary>
+            <dl>
+                {rows.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+            </dl>
+            <pre class="counters">{serde_json::to_string_pretty(&predicate.verdict.counters).unwrap_or_default()}</pre>
+        </details>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn VerdictPanel(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
+    let v = &predicate.verdict;
+    let (css, word) = if v.leak {
+        ("verdict leak", lang.pick("LEAK", "FUGA"))
+    } else {
+        ("verdict safe", lang.pick("NO LEAK", "NESSUNA FUGA"))
+    };
+    view! {
+        <section class=css aria-labelledby="verdict-h" id="kvw-verdict">
+            <h2 id="verdict-h"><span class="verdict-word">{word}</span>" · "<span class="verdict-http">{format!("HTTP {}", v.http_status)}</span></h2>
+            <p class="outcome" id="kvw-outcome">{v.outcome.clone()}</p>
+            <ul class="facts">
+                <li>{lang.pick("Foreign pages read: ", "Pagine altrui lette: ")}<strong>{v.foreign_pages_read.to_string()}</strong></li>
+                <li>{lang.pick("Canaries leaked: ", "Canary trapelati: ")}<strong>{v.canaries_leaked.len().to_string()}</strong></li>
+                <li>{lang.pick("Correct answer: ", "Risposta corretta: ")}<strong>{if v.correct_answer { lang.pick("yes", "sì") } else { lang.pick("no", "no") }}</strong></li>
+            </ul>
+            <ConfigList predicate=predicate.clone() lang=lang/>
+        </section>
+    }
+    .into_any()
+}

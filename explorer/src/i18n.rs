@@ -1,0 +1,73 @@
+//! Interface languages.
+//!
+//! The explorer speaks English first and Italian second, the language of the
+//! incident's original audience. Interface strings are short and live next to
+//! their use as `lang.pick("English", "Italiano")` pairs, so a missing
+//! translation is a compile error rather than a runtime gap; longer prose
+//! lives in the Markdown narratives under `site/narratives/<lang>/`.
+
+use serde::{Deserialize, Serialize};
+
+/// A language the site is published in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    En,
+    It,
+}
+
+impl Lang {
+    /// Every published language, default first.
+    pub const ALL: [Lang; 2] = [Lang::En, Lang::It];
+
+    /// BCP 47 tag, also the folder name of the language's pages.
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::It => "it",
+        }
+    }
+
+    /// The language's name in itself, for the language switch.
+    pub fn endonym(self) -> &'static str {
+        match self {
+            Lang::En => "English",
+            Lang::It => "Italiano",
+        }
+    }
+
+    /// Parse a tag such as `it` or `it-IT`; unknown tags fall back to English.
+    pub fn from_tag(tag: &str) -> Lang {
+        if tag.to_ascii_lowercase().starts_with("it") {
+            Lang::It
+        } else {
+            Lang::En
+        }
+    }
+
+    /// Choose between the English and the Italian form of a string.
+    pub fn pick(self, en: &'static str, it: &'static str) -> &'static str {
+        match self {
+            Lang::En => en,
+            Lang::It => it,
+        }
+    }
+
+    /// Italian names of the seven steps; receipts carry the English ones.
+    pub fn step_name(self, step: u8, english: &str) -> String {
+        let it = match step {
+            1 => "Bootstrap",
+            2 => "Ammissione in prefill",
+            3 => "Forward di prefill",
+            4 => "Trasferimento KV",
+            5 => "Ammissione in decode",
+            6 => "Attenzione in decode",
+            7 => "Risposta",
+            _ => english,
+        };
+        match self {
+            Lang::En => english.to_string(),
+            Lang::It => it.to_string(),
+        }
+    }
+}

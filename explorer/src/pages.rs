@@ -1,0 +1,215 @@
+//! Arithmetic over page runs and ranges.
+//!
+//! A receipt describes a pool as runs of pages with the same writer and the
+//! request's reserved, transferred and read pages as ranges. At walkthrough
+//! scale the page grid draws one cell per page; at incident scale (10⁴ pages
+//! and more) it must draw runs and ranges instead, and the text summary must
+//! still say how many read pages belonged to someone else. Both need the same
+//! interval arithmetic, kept here, away from any markup.
+
+use kvw_evidence::{PageRange, PageRun, PageView, WriterClass};
+
+/// Above this many pages the grid draws aggregated runs, never single cells.
+pub const MAX_CELLS: u64 = 1024;
+
+/// Whether a view is small enough to draw page by page.
+pub fn draw_cells(view: &PageView) -> bool {
+    view.pages_total <= MAX_CELLS
+}
+
+/// Pages in `[a_first, a_first+a_count)` ∩ `[b_first, b_first+b_count)`.
+pub fn overlap(a_first: u64, a_count: u64, b_first: u64, b_count: u64) -> u64 {
+    let start = a_first.max(b_first);
+    let end = (a_first + a_count).min(b_first + b_count);
+    end.saturating_sub(start)
+}
+
+/// Total pages covered by ranges.
+pub fn total(ranges: &[PageRange]) -> u64 {
+    ranges.iter().map(|r| r.count).sum()
+}
+
+/// Whether page `p` lies in any of `ranges`.
+pub fn contains(ranges: &[PageRange], p: u64) -> bool {
+    ranges.iter().any(|r| p >= r.first && p < r.first + r.count)
+}
+
+/// The run that covers page `p`, if any.
+pub fn run_at(runs: &[PageRun], p: u64) -> Option<&PageRun> {
+    runs.iter().find(|r| p >= r.first && p < r.first + r.count)
+}
+
+/// How many pages of `ranges` fall in runs of class `class`.
+pub fn pages_of_class(view: &PageView, ranges: &[PageRange], class: WriterClass) -> u64 {
+    view.runs
+        .iter()
+        .filter(|run| run.class == class)
+        .map(|run| {
+            ranges
+                .iter()
+                .map(|r| overlap(run.first, run.count, r.first, r.count))
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// `12–19` or `12`, for one range.
+pub fn range_label(range: &PageRange) -> String {
+    if range.count <= 1 {
+        range.first.to_string()
+    } else {
+        format!("{}–{}", range.first, range.first + range.count - 1)
+    }
+}
+
+/// Ranges sorted by first page with overlapping or touching ones merged:
+/// the set of pages, without the page-table order.
+pub fn merged(ranges: &[PageRange]) -> Vec<PageRange> {
+    let mut sorted: Vec<PageRange> = ranges.iter().copied().filter(|r| r.count > 0).collect();
+    sorted.sort_by_key(|r| r.first);
+    let mut out: Vec<PageRange> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match out.last_mut() {
+            Some(last) if r.first <= last.first + last.count => {
+                let end = (last.first + last.count).max(r.first + r.count);
+                last.count = end - last.first;
+            }
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Labels of ranges in page-table order, with runs of single pages that
+/// count down (a LIFO free list hands them out that way) written `125→63`.
+fn ordered_labels(ranges: &[PageRange]) -> Vec<String> {
+    let mut labels = Vec::new();
+    let mut i = 0;
+    while i < ranges.len() {
+        let start = ranges[i];
+        let mut j = i;
+        while j + 1 < ranges.len()
+            && ranges[j].count == 1
+            && ranges[j + 1].count == 1
+            && ranges[j].first > 0
+            && ranges[j + 1].first == ranges[j].first - 1
+        {
+            j += 1;
+        }
+        if j > i {
+            labels.push(format!("{}→{}", start.first, ranges[j].first));
+        } else {
+            labels.push(range_label(&start));
+        }
+        i = j + 1;
+    }
+    labels
+}
+
+/// Comma-separated labels of ranges in page-table order, `—` when there are
+/// none; long lists fall back to the merged set of pages.
+pub fn ranges_label(ranges: &[PageRange]) -> String {
+    const MAX_LABELS: usize = 8;
+    if ranges.is_empty() {
+        return "—".to_string();
+    }
+    let ordered = ordered_labels(ranges);
+    if ordered.len() <= MAX_LABELS {
+        return ordered.join(", ");
+    }
+    let set = merged(ranges);
+    let shown: Vec<String> = set.iter().take(MAX_LABELS).map(range_label).collect();
+    let more = set.len().saturating_sub(MAX_LABELS);
+    if more > 0 {
+        format!("{} … (+{more})", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// Short CSS-friendly name of a writer class.
+pub fn class_slug(class: WriterClass) -> &'static str {
+    match class {
+        WriterClass::ThisRequest => "this",
+        WriterClass::OtherTenant => "other",
+        WriterClass::SameTenant => "same",
+        WriterClass::NeverWritten => "never",
+    }
+}
+
+/// One-letter label drawn in each cell, so colour is never the only signal.
+pub fn class_letter(class: WriterClass) -> &'static str {
+    match class {
+        WriterClass::ThisRequest => "T",
+        WriterClass::OtherTenant => "O",
+        WriterClass::SameTenant => "S",
+        WriterClass::NeverWritten => "·",
+    }
+}
+
+/// Horizontal position and width, in percent of the pool, for a bar segment.
+/// Tiny ranges keep a visible minimum width.
+pub fn bar_geometry(first: u64, count: u64, total: u64) -> (f64, f64) {
+    let total = total.max(1) as f64;
+    let left = first as f64 / total * 100.0;
+    let width = (count as f64 / total * 100.0).max(0.4);
+    (left.min(99.6), width.min(100.0 - left.min(99.6)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvw_evidence::PoolSide;
+
+    #[test]
+    fn counts_foreign_pages_read() {
+        let view = PageView {
+            pool: PoolSide::Decode,
+            pages_total: 16,
+            page_size: 4,
+            runs: vec![
+                PageRun {
+                    first: 0,
+                    count: 1,
+                    class: WriterClass::ThisRequest,
+                    writer: None,
+                },
+                PageRun {
+                    first: 1,
+                    count: 7,
+                    class: WriterClass::OtherTenant,
+                    writer: None,
+                },
+                PageRun {
+                    first: 8,
+                    count: 8,
+                    class: WriterClass::NeverWritten,
+                    writer: None,
+                },
+            ],
+            reserved: vec![PageRange { first: 0, count: 8 }],
+            transferred: vec![PageRange { first: 0, count: 1 }],
+            read: vec![PageRange { first: 0, count: 8 }],
+        };
+        assert_eq!(
+            pages_of_class(&view, &view.read, WriterClass::OtherTenant),
+            7
+        );
+        assert_eq!(
+            pages_of_class(&view, &view.read, WriterClass::ThisRequest),
+            1
+        );
+        assert_eq!(ranges_label(&view.reserved), "0–7");
+        assert!(draw_cells(&view));
+        let lifo: Vec<PageRange> = (0..4)
+            .rev()
+            .map(|p| PageRange {
+                first: p + 5,
+                count: 1,
+            })
+            .chain([PageRange { first: 0, count: 5 }])
+            .collect();
+        assert_eq!(ranges_label(&lifo), "8→5, 0–4");
+        assert_eq!(merged(&lifo), vec![PageRange { first: 0, count: 9 }]);
+    }
+}

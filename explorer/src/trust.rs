@@ -1,0 +1,33 @@
+//! Checking a receipt before replaying it.
+//!
+//! The explorer never draws a predicate it has not authenticated: the DSSE
+//! signature must verify with the bundle's public key, and the payload must be
+//! an in-toto Statement of the kvwitness probe type whose subject digest
+//! matches. All of that is the evidence crate's job; this module only turns
+//! its answer into what the page shows ([`Shown`]). The same function runs at
+//! site build time (natively) and in the browser (compiled to wasm32).
+
+use kvw_evidence::keys::PublicKey;
+use kvw_evidence::receipt::verify_receipt;
+
+use crate::model::Shown;
+
+/// Verify an envelope (JSON text) with a public key (`kvw.pub.json` text).
+pub fn check(stem: &str, envelope_json: &str, public_key_json: &str) -> Shown {
+    let rejected = |reason: String| Shown::Rejected {
+        stem: stem.to_string(),
+        reason,
+    };
+    let key = match PublicKey::from_json(public_key_json.as_bytes()) {
+        Ok(key) => key,
+        Err(e) => return rejected(format!("public key unreadable: {e}")),
+    };
+    match verify_receipt(envelope_json.as_bytes(), &key) {
+        Ok(verified) => Shown::Verified {
+            stem: stem.to_string(),
+            keyid: verified.keyid,
+            predicate: Box::new(verified.predicate),
+        },
+        Err(e) => rejected(e.to_string()),
+    }
+}

@@ -1,0 +1,199 @@
+//! The static pages alone must tell the whole story: every step, the
+//! request's state at each door and the response are in the HTML that the
+//! site builder writes, with no script involved. A tampered receipt must not
+//! be replayed, and an incident-scale pool must not become 10⁴ elements.
+
+use std::fs;
+use std::path::Path;
+
+use base64::Engine as _;
+use kvw_evidence::keys::PublicKey;
+use kvw_evidence::receipt::verify_receipt;
+use kvw_explorer::sample::write_sample_bundle;
+use kvw_explorer::site::{build_site, SiteOptions};
+
+/// Text as Leptos escapes it in HTML.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn build(bundle: &Path, out: &Path) -> kvw_explorer::site::SiteReport {
+    let mut opts = SiteOptions::new(bundle, out);
+    opts.wasm_dir = None;
+    build_site(&opts).expect("site builds")
+}
+
+#[test]
+fn every_step_state_and_response_is_in_the_static_html() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
+    write_sample_bundle(&bundle).unwrap();
+    let report = build(&bundle, &out);
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    let key = PublicKey::load(bundle.join("kvw.pub.json")).unwrap();
+
+    for stem in &report.verified {
+        let envelope = fs::read(bundle.join("receipts").join(format!("{stem}.json"))).unwrap();
+        let predicate = verify_receipt(&envelope, &key).unwrap().predicate;
+        let html = fs::read_to_string(out.join("en").join(format!("{stem}.html"))).unwrap();
+        assert!(
+            !html.contains("kvw_explorer.js"),
+            "no wasm was given, so no script"
+        );
+        assert_eq!(predicate.steps.len(), 7);
+        for step in &predicate.steps {
+            assert!(
+                html.contains(&format!("id=\"step-{}\"", step.step)),
+                "{stem}: step {} missing",
+                step.step
+            );
+            assert!(
+                html.contains(&escaped(&step.name)),
+                "{stem}: name of step {}",
+                step.step
+            );
+            assert!(
+                html.contains(&escaped(&step.summary)),
+                "{stem}: summary of step {}",
+                step.step
+            );
+            if let Some(state) = &step.state {
+                assert!(
+                    html.contains(&escaped(&state.door)),
+                    "{stem}: door of step {}",
+                    step.step
+                );
+                assert!(
+                    html.contains(&escaped(&state.decision)),
+                    "{stem}: decision of step {}",
+                    step.step
+                );
+                if let Some(to_finish) = &state.to_finish {
+                    assert!(
+                        html.contains(&escaped(to_finish)),
+                        "{stem}: to_finish of step {}",
+                        step.step
+                    );
+                }
+                let lengths = format!("{} → {}", state.original_prompt_len, state.origin_input_len);
+                assert!(
+                    html.contains(&lengths),
+                    "{stem}: prompt lengths of step {}",
+                    step.step
+                );
+            }
+        }
+        let verdict = &predicate.verdict;
+        assert!(html.contains(&format!("HTTP {}", verdict.http_status)));
+        assert!(html.contains(&escaped(&verdict.outcome)));
+        for canary in &verdict.canaries_leaked {
+            assert!(
+                html.contains(&format!(
+                    "<mark class=\"canary\">{}</mark>",
+                    escaped(canary)
+                )),
+                "{stem}: canary {canary} not marked"
+            );
+            for plain in verdict
+                .response_text
+                .split(canary.as_str())
+                .filter(|p| !p.is_empty())
+            {
+                assert!(
+                    html.contains(&escaped(plain)),
+                    "{stem}: response text missing"
+                );
+            }
+        }
+        if verdict.canaries_leaked.is_empty() {
+            assert!(
+                html.contains(&escaped(&verdict.response_text)),
+                "{stem}: response text missing"
+            );
+        }
+        // Italian page: same receipt, Italian interface and narrative.
+        let it = fs::read_to_string(out.join("it").join(format!("{stem}.html"))).unwrap();
+        assert!(
+            it.contains("<html lang=\"it\"")
+                && it.contains("Passo 2/7")
+                && it.contains("finished_reason")
+        );
+    }
+    assert!(out.join("index.html").is_file());
+    assert!(out.join("kvw.pub.json").is_file());
+}
+
+#[test]
+fn incident_scale_pools_are_drawn_as_runs_not_cells() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
+    write_sample_bundle(&bundle).unwrap();
+    build(&bundle, &out);
+    let html = fs::read_to_string(out.join("en/incident-incident-none.html")).unwrap();
+    assert!(html.contains("class=\"bars\""));
+    let cells = html.matches("class=\"pg ").count();
+    assert!(cells < 100, "{cells} page cells drawn at incident scale");
+}
+
+#[test]
+fn a_tampered_receipt_gets_a_warning_not_a_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
+    write_sample_bundle(&bundle).unwrap();
+    let path = bundle.join("receipts/incident-walkthrough-none.json");
+    let mut envelope: serde_json::Value =
+        serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let payload =
+        String::from_utf8(b64.decode(envelope["payload"].as_str().unwrap()).unwrap()).unwrap();
+    let forged = payload.replacen("\"http_status\":200", "\"http_status\":400", 1);
+    assert_ne!(payload, forged, "the sample leaks with HTTP 200");
+    envelope["payload"] = b64.encode(forged).into();
+    fs::write(&path, serde_json::to_vec_pretty(&envelope).unwrap()).unwrap();
+
+    let report = build(&bundle, &out);
+    assert_eq!(report.rejected.len(), 1);
+    let html = fs::read_to_string(out.join("en/incident-walkthrough-none.html")).unwrap();
+    assert!(html.contains("id=\"kvw-warning\""));
+    assert!(html.contains("Not verified"));
+    assert!(
+        !html.contains("id=\"step-1\""),
+        "a tampered receipt must not be replayed"
+    );
+}
+
+#[test]
+fn compare_pages_mark_the_first_divergent_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
+    write_sample_bundle(&bundle).unwrap();
+    build(&bundle, &out);
+    let key = PublicKey::load(bundle.join("kvw.pub.json")).unwrap();
+    let predicate = |stem: &str| {
+        let bytes = fs::read(bundle.join("receipts").join(format!("{stem}.json"))).unwrap();
+        verify_receipt(&bytes, &key).unwrap().predicate
+    };
+    let (base, fixed) = (
+        "incident-walkthrough-none",
+        "incident-walkthrough-retire-unadmitted-reject",
+    );
+    let first = kvw_explorer::diverge::first_divergence(&predicate(base), &predicate(fixed))
+        .expect("the fix changes something");
+    let html = fs::read_to_string(out.join(format!("en/compare-{fixed}.html"))).unwrap();
+    assert!(
+        html.contains(&format!("The runs first differ at step {first}")),
+        "banner"
+    );
+    assert!(
+        html.contains(&format!("id=\"cmp-step-{first}\" class=\"diverge first\"")),
+        "row highlighted"
+    );
+    assert_eq!(html.matches("diverge first").count(), 1);
+    let page = fs::read_to_string(out.join(format!("en/{fixed}.html"))).unwrap();
+    assert!(
+        page.contains(&format!("compare-{fixed}.html")),
+        "the replay links to its comparison"
+    );
+}

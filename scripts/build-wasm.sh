@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Build the explorer's browser side: the `hydrate` feature compiled to
+# wasm32, bound with wasm-bindgen (--target web) and shrunk with wasm-opt.
+#
+#   scripts/build-wasm.sh [OUT_DIR]        (default: site/pkg)
+#
+# wasm-opt comes from the npm package `binaryen`, installed once into
+# ${KVW_CACHE:-$HOME/.cache/kvwitness}/binaryen; Debian's binaryen is too old
+# and produces broken modules. Prints the gzipped size of the final .wasm.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${1:-$ROOT/site/pkg}
+CACHE=${KVW_CACHE:-$HOME/.cache/kvwitness}
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+BINARYEN_VERSION=${BINARYEN_VERSION:-132.0.0}
+WASM_BINDGEN_VERSION=0.2.130
+
+command -v wasm-bindgen >/dev/null || { echo "wasm-bindgen missing: cargo install wasm-bindgen-cli --version $WASM_BINDGEN_VERSION" >&2; exit 1; }
+have=$(wasm-bindgen --version | awk '{print $2}')
+[ "$have" = "$WASM_BINDGEN_VERSION" ] || { echo "wasm-bindgen $have found, $WASM_BINDGEN_VERSION needed (it must match the crate)" >&2; exit 1; }
+
+# Size matters more than build speed for this one artefact.
+export CARGO_PROFILE_RELEASE_OPT_LEVEL=z
+export CARGO_PROFILE_RELEASE_LTO=true
+export CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1
+export CARGO_PROFILE_RELEASE_DEBUG=0
+export CARGO_PROFILE_RELEASE_PANIC=abort
+
+# The crate is an rlib for its native users (the engine); only this build
+# asks for a cdylib, so native builds never link a shared library.
+(cd "$ROOT" && cargo rustc -p kvw-explorer --lib --target wasm32-unknown-unknown --release \
+    --no-default-features --features hydrate --crate-type cdylib)
+
+mkdir -p "$OUT"
+wasm-bindgen --target web --no-typescript --out-dir "$OUT" --out-name kvw_explorer \
+    "$TARGET_DIR/wasm32-unknown-unknown/release/kvw_explorer.wasm"
+
+WASM_OPT="$CACHE/binaryen/node_modules/.bin/wasm-opt"
+if [ ! -x "$WASM_OPT" ]; then
+    mkdir -p "$CACHE/binaryen"
+    npm install --prefix "$CACHE/binaryen" --no-audit --no-fund --loglevel=error "binaryen@$BINARYEN_VERSION" >&2
+fi
+"$WASM_OPT" -Oz --strip-debug --strip-producers \
+    --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    --enable-reference-types --enable-multivalue --enable-mutable-globals \
+    -o "$OUT/kvw_explorer_bg.wasm.opt" "$OUT/kvw_explorer_bg.wasm"
+mv "$OUT/kvw_explorer_bg.wasm.opt" "$OUT/kvw_explorer_bg.wasm"
+
+raw=$(wc -c <"$OUT/kvw_explorer_bg.wasm")
+gz=$(gzip -9 -c "$OUT/kvw_explorer_bg.wasm" | wc -c)
+js=$(gzip -9 -c "$OUT/kvw_explorer.js" | wc -c)
+echo "wasm: $OUT/kvw_explorer_bg.wasm $raw bytes, $gz bytes gzipped ($((gz / 1024)) KiB); js glue $js bytes gzipped"

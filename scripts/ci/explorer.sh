@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# CI job for the explorer: build the browser bundle, build a site from a
+# bundle, and run the end-to-end tests in headless Chromium.
+#
+#   scripts/ci/explorer.sh [BUNDLE_DIR]
+#
+# BUNDLE_DIR defaults to the explorer's sample fixture
+# (explorer/tests/fixtures/bundle); pass the output of `kvw bundle` to test
+# the real receipts. Installs what is missing: the wasm32 target,
+# wasm-bindgen-cli 0.2.130, binaryen (npm, into the cache), Chromium (apt),
+# and the test's npm packages. Cache: ${KVW_CACHE:-$HOME/.cache/kvwitness}.
+# Outputs: site in ${KVW_SITE_OUT:-target/explorer-site}, screenshots in
+# ${KVW_SHOTS_DIR:-target/explorer-screenshots}.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+BUNDLE=$(realpath "${1:-explorer/tests/fixtures/bundle}")
+export KVW_CACHE=${KVW_CACHE:-$HOME/.cache/kvwitness}
+SITE_OUT=$(realpath -m "${KVW_SITE_OUT:-target/explorer-site}")
+export KVW_SHOTS_DIR=$(realpath -m "${KVW_SHOTS_DIR:-target/explorer-screenshots}")
+WASM_BINDGEN_VERSION=0.2.130
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain"
+rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WASM_BINDGEN_VERSION" ]; then
+    cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+if [ ! -x /usr/bin/chromium ]; then
+    SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+    $SUDO apt-get update
+    $SUDO apt-get install -y chromium chromium-driver
+fi
+command -v node >/dev/null || { echo "node (>= 20) is required" >&2; exit 1; }
+
+step "unit and static-rendering tests"
+cargo test -p kvw-explorer --features ssr
+
+step "browser build (wasm)"
+scripts/build-wasm.sh "$ROOT/site/pkg"
+
+step "site from $BUNDLE"
+rm -rf "$SITE_OUT"
+cargo run -q -p kvw-explorer --example build_site -- "$BUNDLE" "$SITE_OUT" "$ROOT/site/pkg"
+
+step "browser tests"
+(cd tests/browser && npm ci --no-audit --no-fund)
+(cd tests/browser && KVW_SITE_DIR="$SITE_OUT" node --test --test-concurrency=1)
+echo "screenshots in $KVW_SHOTS_DIR"

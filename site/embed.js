@@ -1,0 +1,62 @@
+// kvwitness embed: <kvw-replay src="RECEIPT_URL"></kvw-replay>
+//
+// Load this file as a module from a kvwitness site; it defines the custom
+// element <kvw-replay>. Each element fetches its receipt (src) and the
+// site's public key (key, default: kvw.pub.json next to this script),
+// verifies the signature in WebAssembly and mounts the seven-step replay
+// inside itself. A receipt that fails verification is shown as a warning,
+// never replayed. Whatever the element contains before mounting (a link to
+// the static replay, say) is what readers without JavaScript see.
+//
+// Attributes: src (required), key, lang ("en" or "it"; default: the host
+// page's <html lang>). The element gets data-kvw-ready="1" once mounted.
+
+const base = new URL(".", import.meta.url);
+let explorer;
+
+function loadExplorer() {
+  explorer ??= import(new URL("pkg/kvw_explorer.js", base).href).then(async (module) => {
+    await module.default({ module_or_path: new URL("pkg/kvw_explorer_bg.wasm", base) });
+    return module;
+  });
+  return explorer;
+}
+
+function ensureStyle() {
+  if (document.querySelector("link[data-kvw-style]")) return;
+  const link = document.createElement("link");
+  link.rel = "stylesheet";
+  link.href = new URL("style.css", base).href;
+  link.dataset.kvwStyle = "";
+  document.head.append(link);
+}
+
+class KvwReplay extends HTMLElement {
+  async connectedCallback() {
+    if (this.dataset.kvwMounting) return;
+    this.dataset.kvwMounting = "1";
+    const src = this.getAttribute("src");
+    if (!src) {
+      this.textContent = "kvw-replay: the src attribute (receipt URL) is missing.";
+      return;
+    }
+    ensureStyle();
+    const receipt = new URL(src, document.baseURI).href;
+    const key = this.getAttribute("key")
+      ? new URL(this.getAttribute("key"), document.baseURI).href
+      : new URL("kvw.pub.json", base).href;
+    const lang = this.getAttribute("lang") || document.documentElement.lang || "en";
+    try {
+      const module = await loadExplorer();
+      await module.mount_to(this, receipt, key, lang);
+    } catch (error) {
+      this.dataset.kvwError = String(error);
+      const p = document.createElement("p");
+      p.setAttribute("role", "alert");
+      p.textContent = `The replay could not be loaded: ${error}`;
+      this.append(p);
+    }
+  }
+}
+
+if (!customElements.get("kvw-replay")) customElements.define("kvw-replay", KvwReplay);
