@@ -46,6 +46,7 @@ stage "toolchain" ./scripts/setup.sh
 stage "cargo fmt" cargo fmt --all -- --check
 stage "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 stage "cargo clippy (cuda)" cargo clippy -p kvw-kernels -p kvw-engine --all-targets --features kvw-engine/cuda -- -D warnings
+stage "cargo clippy (wasm hydrate)" cargo clippy -p kvw-explorer --lib --target wasm32-unknown-unknown --no-default-features --features hydrate -- -D warnings
 stage "cargo test" cargo test --workspace
 stage "build kvw" cargo build --release --bin kvw
 stage "published bundle: kvw verify --reproduce" "$kvw" verify "$bundle" --reproduce

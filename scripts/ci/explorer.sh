@@ -41,9 +41,12 @@ cargo test -p kvw-explorer --features ssr
 step "browser build (wasm)"
 scripts/build-wasm.sh "$ROOT/site/pkg"
 
-step "site from $BUNDLE"
+step "site from $BUNDLE (kvw site build)"
+cargo build -q --release --bin kvw
+KVW_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvw"
+export KVW_BIN
 rm -rf "$SITE_OUT"
-cargo run -q -p kvw-explorer --example build_site -- "$BUNDLE" "$SITE_OUT" "$ROOT/site/pkg"
+"$KVW_BIN" site build --bundle "$BUNDLE" --out "$SITE_OUT" --wasm "$ROOT/site/pkg"
 
 step "browser tests"
 (cd tests/browser && npm ci --no-audit --no-fund)

@@ -3,6 +3,7 @@
 //! A deliberately small static server: axum with tower-http's `ServeDir`,
 //! bound to 127.0.0.1 only, so a preview is never exposed to the network by
 //! accident. `--for-seconds` makes it stop by itself (for tests and scripts).
+//! Responses allow cross-origin GETs so a page elsewhere can embed a replay.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use axum::Router;
+use axum::http::Method;
+use tower_http::cors::{Any, CorsLayer};
 use tower_http::services::ServeDir;
 
 /// `kvw serve --dir DIR [--addr 127.0.0.1:PORT]`
@@ -45,8 +48,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Read-only and public by nature: let other origins fetch receipts, the
+    // key and the wasm, so the embed snippet works from any host page.
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::HEAD]);
     let app = Router::new()
-        .fallback_service(ServeDir::new(&args.dir).append_index_html_on_directories(true));
+        .fallback_service(ServeDir::new(&args.dir).append_index_html_on_directories(true))
+        .layer(cors);
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;

@@ -68,8 +68,8 @@ pub fn SitePage() -> impl IntoView {
         <main id="main" class="kvw-main">
             <h1>{lang.pick("A prefill/decode KV-cache leak, step by step", "Una fuga di KV-cache tra prefill e decode, passo per passo")}</h1>
             <p class="lede">{lang.pick(
-                "A prompt longer than the prefill pool was rejected, yet the rejection was not seen in time: decode read pages other tenants had left behind and answered HTTP 200. This replay is drawn from a signed receipt of the engine that reproduces it.",
-                "Un prompt più lungo del pool di prefill veniva respinto, ma il rifiuto non era visto in tempo: il decode leggeva pagine lasciate da altri tenant e rispondeva HTTP 200. Questa riproduzione è tratta da una ricevuta firmata del motore che la riproduce.",
+                "In the 2026 incident, a prompt longer than the prefill pool was rejected, yet the rejection was not seen in time: decode read pages other tenants had left behind and answered HTTP 200. This page replays one run of the engine that reproduces it, from a signed receipt; the fix switches open the runs with each upstream fix.",
+                "Nell'incidente del 2026 un prompt più lungo del pool di prefill veniva respinto, ma il rifiuto non era visto in tempo: il decode leggeva pagine lasciate da altri tenant e rispondeva HTTP 200. Questa pagina riproduce un'esecuzione del motore che lo ricrea, da una ricevuta firmata; gli interruttori aprono le esecuzioni con ciascuna correzione upstream.",
             )}</p>
             <TrustBanner/>
             <Replay/>
