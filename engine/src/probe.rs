@@ -173,7 +173,7 @@ fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
         })
         .map(|e| e.arrival.canary.clone())
         .collect();
-    let foreign = sim.marks.foreign_pages_read;
+    let foreign = sim.marks.foreign_seen.len() as u64;
     let leak = !leaked.is_empty() || (response.status == 200 && foreign > 0);
     let admissible = prompt.len() as u64 <= config.max_req_input_len;
     let want = model::decode(&prompt[1..=(config.max_new_tokens as usize).min(prompt.len() - 1)]);

@@ -47,8 +47,6 @@ pub struct Room {
     pub posted: usize,
     /// Writes landed so far.
     pub landed: usize,
-    /// Decode pages that received a write, in landing order.
-    pub written: Vec<u32>,
     /// The final chunk was posted.
     pub final_sent: bool,
     /// Checksum sent with the final chunk.
@@ -210,7 +208,6 @@ impl TransferChannel {
         for w in &due {
             if let Some(r) = self.rooms.get_mut(&w.room) {
                 r.landed += 1;
-                r.written.push(w.dst_page);
             }
         }
         due
@@ -280,6 +277,15 @@ mod tests {
         c.send_chunk(chunk(2, &[8]));
         assert_eq!(c.next_landing(), Some(5_100));
         assert_eq!(c.inflight(2), 1);
+    }
+
+    #[test]
+    fn sender_abort_is_best_effort_and_never_reaches_decode() {
+        let mut c = TransferChannel::new(1, 0);
+        c.receiver_init(1, vec![4, 5]);
+        c.sender_abort(1);
+        assert!(c.room(1).unwrap().sender_aborted);
+        assert_eq!(c.poll(1), KvPoll::Transferring, "decode keeps waiting");
     }
 
     #[test]

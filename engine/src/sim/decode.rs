@@ -533,7 +533,6 @@ fn note_foreign(sim: &mut Sim, read: &[u32], me: crate::pool::WriterId) -> usize
             sim.marks.foreign_seen.insert(p);
         }
     }
-    sim.marks.foreign_pages_read = sim.marks.foreign_seen.len() as u64;
     sim.marks.foreign_seen.len() - before
 }
 

@@ -102,7 +102,6 @@ pub struct ProbeMarks {
     pub reserved: Vec<u32>,
     pub transferred: Vec<u32>,
     pub read: Vec<u32>,
-    pub foreign_pages_read: u64,
     /// Distinct foreign pages seen across all decode steps.
     pub foreign_seen: std::collections::BTreeSet<u32>,
 }
