@@ -487,6 +487,22 @@ pub enum KeySource {
 /// one-line reason.
 pub type ReproduceFn<'a> = &'a dyn Fn(&ProbeConfig) -> Result<ProbePredicate, String>;
 
+/// Re-run a verified receipt's config and compare reproducible digests.
+pub fn check_reproduction(
+    verified: &VerifiedReceipt,
+    rerun: ReproduceFn<'_>,
+) -> Result<(), String> {
+    let again = rerun(&verified.predicate.config).map_err(|e| format!("re-run failed: {e}"))?;
+    let digest = reproducible_digest(&again);
+    if digest != verified.reproducible_digest {
+        return Err(format!(
+            "re-run does not reproduce the receipt (reproducible digest {digest}, receipt {})",
+            verified.reproducible_digest
+        ));
+    }
+    Ok(())
+}
+
 /// Options of [`verify_bundle`].
 #[derive(Default)]
 pub struct VerifyOptions<'a> {
@@ -883,14 +899,7 @@ fn check_receipt(
     }
     let mut reproduced = false;
     if let Some(rerun) = opts.reproduce {
-        let again = rerun(&verified.predicate.config).map_err(|e| format!("re-run failed: {e}"))?;
-        let digest = reproducible_digest(&again);
-        if digest != verified.reproducible_digest {
-            return Err(format!(
-                "re-run does not reproduce the receipt (reproducible digest {digest}, receipt {})",
-                verified.reproducible_digest
-            ));
-        }
+        check_reproduction(&verified, rerun)?;
         reproduced = true;
     }
     Ok(ReceiptOk {

@@ -13,12 +13,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
-use kvw_evidence::bundle::{describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
+use kvw_evidence::bundle::{check_reproduction, describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
 use kvw_evidence::receipt::verify_receipt_file;
-use kvw_evidence::{
-    reproducible_digest, verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions,
-};
+use kvw_evidence::{verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions};
 
 /// Verify a bundle folder or a single receipt.
 #[derive(clap::Args, Debug, Clone)]
@@ -160,14 +158,7 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
         ));
     }
     if reproduce {
-        let again = rerun(&verified.predicate.config).map_err(|e| format!("re-run failed: {e}"))?;
-        let digest = reproducible_digest(&again);
-        if digest != verified.reproducible_digest {
-            return Err(format!(
-                "re-run does not reproduce the receipt (reproducible digest {digest}, receipt {})",
-                verified.reproducible_digest
-            ));
-        }
+        check_reproduction(&verified, &rerun)?;
     }
     Ok(ReceiptOk {
         name: verified.name.clone(),

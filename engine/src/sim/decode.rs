@@ -48,14 +48,7 @@ pub struct DecodeWorker {
 
 /// A request arrives from the router with the prompt the client sent.
 pub fn receive(sim: &mut Sim, i: u32) {
-    let e = &sim.entries[i as usize];
-    let mut req = Req::new(
-        &e.rid,
-        &e.arrival.tenant,
-        e.arrival.prompt.clone(),
-        e.arrival.max_new_tokens,
-        e.room,
-    );
+    let mut req = sim.entries[i as usize].req();
     let original_len = req.input_len();
     let cap = max_req_input_len(sim.config.context_len, sim.config.decode_pool_tokens);
     if let Some(msg) = validate_input_length(original_len, cap) {

@@ -24,6 +24,7 @@ use crate::backend::Backend;
 use crate::model::HEAD_DIM;
 use crate::policy::{self, FixSet};
 use crate::pool::{KvPool, WriterId};
+use crate::req::Req;
 use crate::scenario::Arrival;
 use crate::trace::{ranges, Trace};
 use crate::transfer::TransferChannel;
@@ -60,6 +61,19 @@ pub struct Entry {
     pub rid: String,
     pub room: u64,
     pub response: Option<Response>,
+}
+
+impl Entry {
+    /// The request as a worker receives it from the router.
+    pub fn req(&self) -> Req {
+        Req::new(
+            &self.rid,
+            &self.arrival.tenant,
+            self.arrival.prompt.clone(),
+            self.arrival.max_new_tokens,
+            self.room,
+        )
+    }
 }
 
 /// What the client received.

@@ -75,14 +75,7 @@ impl PrefillWorker {
 
 /// A request arrives from the router: validate, then the bootstrap-queue door.
 pub fn receive(sim: &mut Sim, i: u32) {
-    let e = &sim.entries[i as usize];
-    let mut req = Req::new(
-        &e.rid,
-        &e.arrival.tenant,
-        e.arrival.prompt.clone(),
-        e.arrival.max_new_tokens,
-        e.room,
-    );
+    let mut req = sim.entries[i as usize].req();
     let original_len = req.input_len();
     let probed = sim.is_probed(i);
     if let Some(msg) = validate_input_length(original_len, sim.prefill.cap) {
