@@ -1,8 +1,9 @@
 //! The fix matrix as a set of switches over the site's receipts.
 //!
 //! A receipt's *switch set* is the names of its defenses that are on: every
-//! boolean [`Fix`] in its config, `kv-canary` when the canary mode is not
-//! `off`, and `pool-covers-context` when the prefill pool holds the whole
+//! boolean [`Fix`] in its config, `kv-canary=log` or `kv-canary=raise` for
+//! the canary mode (one switch per mode; at most one is on), and
+//! `pool-covers-context` when the prefill pool holds the whole
 //! context (the configuration fix). Two receipts of the same probe and scale
 //! are siblings across a switch when their sets differ by exactly that name,
 //! so toggling a switch is a lookup, and a combination nobody ran shows as
@@ -16,15 +17,21 @@ use crate::model::CatalogEntry;
 
 /// Switch name of the configuration fix (prefill pool ≥ context length).
 pub const POOL_COVERS_CONTEXT: &str = "pool-covers-context";
-/// Switch name of the `--kv-canary` defense.
-pub const KV_CANARY: &str = "kv-canary";
+/// Switch names of the `--kv-canary` modes.
+pub const KV_CANARY_LOG: &str = "kv-canary=log";
+pub const KV_CANARY_RAISE: &str = "kv-canary=raise";
 
 /// All switch names in display order.
 pub fn all_switches() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Fix::ALL.iter().map(|f| f.name()).collect();
-    names.push(KV_CANARY);
-    names.push(POOL_COVERS_CONTEXT);
+    names.extend([KV_CANARY_LOG, KV_CANARY_RAISE, POOL_COVERS_CONTEXT]);
     names
+}
+
+/// Two switches that are modes of the same flag: turning one on turns the
+/// other off.
+fn exclusive(a: &str, b: &str) -> bool {
+    a != b && a.starts_with("kv-canary=") && b.starts_with("kv-canary=")
 }
 
 /// The switches that are on in a predicate, in display order.
@@ -35,8 +42,10 @@ pub fn switch_set(predicate: &ProbePredicate) -> Vec<String> {
         .filter(|f| config.fixes.contains(f))
         .map(|f| f.name().to_string())
         .collect();
-    if config.kv_canary != KvCanaryMode::Off {
-        on.push(KV_CANARY.to_string());
+    match config.kv_canary {
+        KvCanaryMode::Off => {}
+        KvCanaryMode::Log => on.push(KV_CANARY_LOG.to_string()),
+        KvCanaryMode::Raise => on.push(KV_CANARY_RAISE.to_string()),
     }
     if config.prefill_pool_tokens >= config.context_len {
         on.push(POOL_COVERS_CONTEXT.to_string());
@@ -84,6 +93,7 @@ pub fn switches_for(catalog: &[CatalogEntry], current: &CatalogEntry) -> Vec<Swi
         .map(|name| {
             let mut wanted = mine.clone();
             if !wanted.remove(name) {
+                wanted.retain(|w| !exclusive(w, name));
                 wanted.insert(name);
             }
             let sibling = group
@@ -162,5 +172,24 @@ mod tests {
             .unwrap();
         assert!(retire.on);
         assert_eq!(retire.sibling.as_deref(), Some("base"));
+    }
+
+    #[test]
+    fn canary_modes_are_one_switch_each_and_exclusive() {
+        let catalog = vec![
+            entry("base", &[]),
+            entry("log", &[KV_CANARY_LOG]),
+            entry("raise", &[KV_CANARY_RAISE]),
+        ];
+        let from_log = switches_for(&catalog, &catalog[1]);
+        let raise = from_log.iter().find(|s| s.name == KV_CANARY_RAISE).unwrap();
+        assert!(!raise.on);
+        assert_eq!(
+            raise.sibling.as_deref(),
+            Some("raise"),
+            "log → raise, not log+raise"
+        );
+        let log = from_log.iter().find(|s| s.name == KV_CANARY_LOG).unwrap();
+        assert_eq!(log.sibling.as_deref(), Some("base"));
     }
 }
