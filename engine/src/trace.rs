@@ -100,6 +100,19 @@ impl Trace {
         }
     }
 
+    /// The probed request reached `step` at a door: record both.
+    pub fn at_door(
+        &mut self,
+        step: u8,
+        req: &Req,
+        original_prompt_len: usize,
+        door: &str,
+        decision: &str,
+    ) {
+        self.reach(step);
+        self.state(step, req, original_prompt_len, door, decision);
+    }
+
     pub fn state(
         &mut self,
         step: u8,

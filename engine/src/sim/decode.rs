@@ -143,8 +143,7 @@ fn prealloc(sim: &mut Sim) {
             let (status, message) = answer_of(&d.req);
             sim.event(d.idx, 5, "decode", "retire", format!("is_unadmitted_reject: retired at the prealloc door with the original {status}; no receiver, no bootstrap, no metadata buffer"));
             if probed {
-                sim.trace.reach(5);
-                sim.trace.state(
+                sim.trace.at_door(
                     5,
                     &d.req,
                     d.original_len,
@@ -195,8 +194,7 @@ fn prealloc(sim: &mut Sim) {
         if probed {
             sim.counters.metadata_buffers += 1;
             sim.marks.reserved = d.table.clone();
-            sim.trace.reach(1);
-            sim.trace.state(
+            sim.trace.at_door(
                 1,
                 &d.req,
                 d.original_len,
@@ -259,8 +257,7 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
                     d.req.finished()
                 ));
                 if probed {
-                    sim.trace.reach(5);
-                    sim.trace.state(
+                    sim.trace.at_door(
                         5,
                         &d.req,
                         d.original_len,
@@ -297,8 +294,7 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
                     if transfer_failure {
                         sim.counters.transfer_failures += 1;
                     }
-                    sim.trace.reach(5);
-                    sim.trace.state(
+                    sim.trace.at_door(
                         5,
                         &d.req,
                         d.original_len,
@@ -349,8 +345,7 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
         .filter(|&&p| sim.decode_pool.meta(p).canary)
         .count();
     if probed && first {
-        sim.trace.reach(6);
-        sim.trace.state(
+        sim.trace.at_door(
             6,
             &d.req,
             d.original_len,

@@ -393,8 +393,9 @@ impl<'b> Sim<'b> {
             return;
         }
         for w in &landed {
-            let bytes = self.prefill_pool.page_bytes(w.src_page).to_vec();
-            self.decode_pool.write_page(w.dst_page, &bytes, w.writer);
+            // Disjoint fields: copy straight from one pool into the other.
+            let bytes = self.prefill_pool.page_bytes(w.src_page);
+            self.decode_pool.write_page(w.dst_page, bytes, w.writer);
             if self.probed() == Some(w.writer.req) {
                 self.marks.transferred.push(w.dst_page);
             }

@@ -103,8 +103,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
         Door::Retire => {
             sim.event(i, 2, "prefill", "retire", "is_unadmitted_reject: retired at the bootstrap-queue door before any bootstrap, metadata buffer or sender".into());
             if probed {
-                sim.trace.reach(2);
-                sim.trace.state(
+                sim.trace.at_door(
                     2,
                     &req,
                     original_len,
@@ -255,8 +254,7 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
                 ),
             );
             if probed {
-                sim.trace.reach(2);
-                sim.trace.state(
+                sim.trace.at_door(
                     2,
                     &p.req,
                     p.original_len,
@@ -412,8 +410,7 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             ));
             p.req.update_finish_state();
             if probed {
-                sim.trace.reach(4);
-                sim.trace.state(
+                sim.trace.at_door(
                     4,
                     &p.req,
                     p.original_len,
@@ -458,8 +455,7 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             p.req.update_finish_state();
             sim.event(p.idx, 4, "prefill", "retire", "aborted prefill result retired: chunk state cleared, KV and metadata freed once, sender.abort() (best effort), nothing sent".into());
             if probed {
-                sim.trace.reach(4);
-                sim.trace.state(
+                sim.trace.at_door(
                     4,
                     &p.req,
                     p.original_len,
