@@ -789,24 +789,30 @@ impl GpuKernels {
         self.adler32_pages_on(&pool, pages)
     }
 
-    /// Adler-32 over `pages` of a device pool (the handoff checksum of
-    /// SGLang PR #39500, <https://github.com/sgl-project/sglang/pull/39500>).
-    pub fn adler32_pages_on(&self, pool: &DevicePool, pages: &[u32]) -> Result<u32, GpuError> {
-        if pages.is_empty() {
-            return Ok(1);
-        }
+    /// Checks shared by the page-list kernels: pages in range, page size a
+    /// multiple of 16 bytes. Returns the page count and the page size in bytes.
+    fn page_list_shape(pool: &DevicePool, pages: &[u32]) -> Result<(u32, u64), GpuError> {
         let page_bytes = pool.layout.page_bytes();
         if !page_bytes.is_multiple_of(16) {
             return Err(invalid("page size in bytes must be a multiple of 16"));
         }
         let k = u32::try_from(pages.len()).map_err(|_| invalid("too many pages"))?;
         Self::check_pages(pool.pages, pages, "page list")?;
+        Ok((k, page_bytes as u64))
+    }
+
+    /// Adler-32 over `pages` of a device pool (the handoff checksum of
+    /// SGLang PR #39500, <https://github.com/sgl-project/sglang/pull/39500>).
+    pub fn adler32_pages_on(&self, pool: &DevicePool, pages: &[u32]) -> Result<u32, GpuError> {
+        if pages.is_empty() {
+            return Ok(1);
+        }
+        let (k, pb) = Self::page_list_shape(pool, pages)?;
         let s = &self.stream;
         let list = s.clone_htod(pages)?;
         let mut part_a = s.alloc_zeros::<u32>(pages.len())?;
         let mut part_b = s.alloc_zeros::<u32>(pages.len())?;
         let mut out = s.alloc_zeros::<u32>(1)?;
-        let pb = page_bytes as u64;
         let mut b = s.launch_builder(&self.adler_partials);
         b.arg(&pool.kv)
             .arg(&list)
@@ -856,15 +862,9 @@ impl GpuKernels {
         if pages.is_empty() {
             return Ok(());
         }
-        let page_bytes = pool.layout.page_bytes();
-        if !page_bytes.is_multiple_of(16) {
-            return Err(invalid("page size in bytes must be a multiple of 16"));
-        }
-        let k = u32::try_from(pages.len()).map_err(|_| invalid("too many pages"))?;
-        Self::check_pages(pool.pages, pages, "page list")?;
+        let (k, pb) = Self::page_list_shape(pool, pages)?;
         let s = &self.stream;
         let list = s.clone_htod(pages)?;
-        let pb = page_bytes as u64;
         let mut b = s.launch_builder(&self.scrub);
         b.arg(&mut pool.kv).arg(&list).arg(&pb);
         // SAFETY: matches `page_scrub`; pages checked against the pool.
