@@ -23,7 +23,7 @@ use kvw_evidence::{
 };
 use rayon::prelude::*;
 
-use crate::probe;
+use kvw_engine::probe;
 
 /// Run the fix matrix and write a signed evidence bundle.
 #[derive(clap::Args, Debug, Clone)]
@@ -39,7 +39,7 @@ pub struct BundleArgs {
     pub key: Option<PathBuf>,
 
     /// Seed of every run.
-    #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_SEED)]
+    #[arg(long, value_name = "N", default_value_t = kvw_engine::config::DEFAULT_SEED)]
     pub seed: u64,
 
     /// Scales to run, comma-separated.
@@ -146,8 +146,8 @@ fn matrix(scales: &[Scale], seed: u64, incident: MatrixSize) -> anyhow::Result<V
 fn run_all(rows: &[Row], bar: &ProgressBar) -> anyhow::Result<Vec<ProbePredicate>> {
     rows.par_iter()
         .map(|row| {
-            let result = probe::run(&row.config)
-                .map_err(|e| anyhow!("probe {} failed: {}", row.name, super::one_line(&e)));
+            let result =
+                probe::run(&row.config).map_err(|e| anyhow!("probe {} failed: {}", row.name, e));
             bar.set_message(row.name.clone());
             bar.inc(1);
             result

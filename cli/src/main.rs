@@ -1,16 +1,16 @@
-//! The `kvw` command line: a thin layer over the library crates.
+//! `kvw`, the kvwitness command line: a thin layer over the library crates.
 //!
 //! Every command parses its flags, calls into the engine, evidence or
 //! explorer crates, and prints. Errors end the process with one line on
 //! stderr and a non-zero exit code — never a panic, never a partial file.
 
-pub mod bench;
-pub mod bundle;
-pub mod keygen;
-pub mod probe;
-pub mod serve;
-pub mod site;
-pub mod verify;
+mod bench;
+mod bundle;
+mod keygen;
+mod probe;
+mod serve;
+mod site;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -45,7 +45,7 @@ pub enum Command {
 }
 
 /// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -39,7 +39,7 @@ pub struct VerifyArgs {
 
 /// Re-run a probe for `--reproduce`, reducing any error to one line.
 fn rerun(config: &ProbeConfig) -> Result<ProbePredicate, String> {
-    crate::probe::run(config).map_err(|e| format!("{e:#}").replace('\n', " "))
+    kvw_engine::probe::run(config).map_err(|e| format!("{e:#}").replace('\n', " "))
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {

@@ -13,9 +13,9 @@ use kvw_kernels::cpu::{paged_decode_attention, PagedAttention};
 use kvw_kernels::KvLayout;
 use rayon::prelude::*;
 
-use crate::config::{incident_config, DEFAULT_SEED};
-use crate::model::{self, HEAD_DIM, SM_SCALE};
-use crate::probe;
+use kvw_engine::config::{incident_config, DEFAULT_SEED};
+use kvw_engine::model::{self, HEAD_DIM, SM_SCALE};
+use kvw_engine::probe;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
