@@ -201,7 +201,7 @@ fn predicate_changed_under_the_subject() {
 fn trace_digest_mismatch() {
     let mut p = predicate();
     p.steps[2].summary.push('!');
-    let st = Statement::for_predicate(NAME, &p).unwrap();
+    let st = Statement::for_predicate(NAME, kvw_evidence::PREDICATE_TYPE, &p).unwrap();
     let err = expect_err(&resign(&st), "trace_sha256");
     assert!(matches!(err, EvidenceError::TraceDigest { .. }));
 }
@@ -211,7 +211,7 @@ fn six_steps() {
     let mut p = predicate();
     p.steps.pop();
     p.trace_sha256 = trace_sha256(&p.steps);
-    let st = Statement::for_predicate(NAME, &p).unwrap();
+    let st = Statement::for_predicate(NAME, kvw_evidence::PREDICATE_TYPE, &p).unwrap();
     expect_err(&resign(&st), "6 steps");
     assert!(
         sign_predicate(NAME, &p, &signer()).is_err(),
@@ -224,7 +224,7 @@ fn steps_out_of_order() {
     let mut p = predicate();
     p.steps.swap(3, 4);
     p.trace_sha256 = trace_sha256(&p.steps);
-    let st = Statement::for_predicate(NAME, &p).unwrap();
+    let st = Statement::for_predicate(NAME, kvw_evidence::PREDICATE_TYPE, &p).unwrap();
     expect_err(&resign(&st), "numbered");
 }
 
