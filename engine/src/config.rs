@@ -4,10 +4,9 @@
 //! fully determines a run. This module builds the presets, derives the input
 //! cap, and refuses configurations that make no sense with one clear message.
 
-use kvw_evidence::{Fix, FreeListPolicy, KvCanaryMode, ProbeConfig, Scale};
+use kvw_evidence::{ChecksumScope, Fix, FreeListPolicy, PageTail, PoisonMode, ProbeConfig, Scale};
 
 use crate::model::MAX_POSITIONS;
-use crate::req::max_req_input_len;
 
 /// A configuration that cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,8 +27,6 @@ pub enum ConfigError {
     ContextTooLarge(u64),
     #[error("max_new_tokens must be between 1 and 4096 (got {0})")]
     MaxNewTokens(u32),
-    #[error("max_req_input_len {got} does not match the cap rule (expected {want})")]
-    InputCap { got: u64, want: u64 },
     #[error("fixes must be listed once each in canonical order")]
     FixOrder,
 }
@@ -41,7 +38,7 @@ pub const DEFAULT_SEED: u64 = 2026;
 pub fn incident_config(
     scale: Scale,
     fixes: &[Fix],
-    kv_canary: KvCanaryMode,
+    poison_on_free: PoisonMode,
     seed: u64,
 ) -> Result<ProbeConfig, ConfigError> {
     let (context_len, prefill_pool_tokens, decode_pool_tokens, page_size, max_new_tokens) =
@@ -54,29 +51,28 @@ pub fn incident_config(
     let mut fixes = fixes.to_vec();
     fixes.sort();
     fixes.dedup();
-    let mut c = ProbeConfig {
+    let c = ProbeConfig {
         scale,
         context_len,
         prefill_pool_tokens,
         decode_pool_tokens,
         page_size,
-        max_req_input_len: 0,
         free_list: FreeListPolicy::Lifo,
         fixes,
-        kv_canary,
+        poison_on_free,
+        checksum_scope: ChecksumScope::Reserved,
+        page_tail: PageTail::Carried,
         seed,
         waiting_timeout_s: 300,
         max_new_tokens,
     };
-    c.max_req_input_len = max_req_input_len(c.context_len, c.prefill_pool_tokens);
     validate(&c)?;
     Ok(c)
 }
 
-/// Set the prefill pool size and re-derive the cap.
+/// Set the prefill pool size.
 pub fn with_prefill_pool(mut c: ProbeConfig, tokens: u64) -> Result<ProbeConfig, ConfigError> {
     c.prefill_pool_tokens = tokens;
-    c.max_req_input_len = max_req_input_len(c.context_len, tokens);
     validate(&c)?;
     Ok(c)
 }
@@ -109,13 +105,6 @@ pub fn validate(c: &ProbeConfig) -> Result<(), ConfigError> {
     }
     if c.max_new_tokens == 0 || c.max_new_tokens > 4096 {
         return Err(ConfigError::MaxNewTokens(c.max_new_tokens));
-    }
-    let want = max_req_input_len(c.context_len, c.prefill_pool_tokens);
-    if c.max_req_input_len != want {
-        return Err(ConfigError::InputCap {
-            got: c.max_req_input_len,
-            want,
-        });
     }
     if c.fixes.windows(2).any(|w| w[0] >= w[1]) {
         return Err(ConfigError::FixOrder);
@@ -153,17 +142,17 @@ mod tests {
 
     #[test]
     fn presets_follow_the_cap_rule() {
-        let w = incident_config(Scale::Walkthrough, &[], KvCanaryMode::Off, 1).unwrap();
-        assert_eq!(w.max_req_input_len, 106);
-        let i = incident_config(Scale::Incident, &[], KvCanaryMode::Off, 1).unwrap();
-        assert_eq!(i.max_req_input_len, 681_274);
+        let w = incident_config(Scale::Walkthrough, &[], PoisonMode::Off, 1).unwrap();
+        assert_eq!(w.prefill_input_cap(), 106);
+        let i = incident_config(Scale::Incident, &[], PoisonMode::Off, 1).unwrap();
+        assert_eq!(i.prefill_input_cap(), 681_274);
         let ok = with_prefill_pool(i, 2_040_000).unwrap();
-        assert_eq!(ok.max_req_input_len, 1_048_570);
+        assert_eq!(ok.prefill_input_cap(), 1_048_570);
     }
 
     #[test]
     fn contradictory_configs_are_refused() {
-        let base = incident_config(Scale::Walkthrough, &[], KvCanaryMode::Off, 1).unwrap();
+        let base = incident_config(Scale::Walkthrough, &[], PoisonMode::Off, 1).unwrap();
         let mut c = base.clone();
         c.page_size = 0;
         assert_eq!(validate(&c), Err(ConfigError::ZeroPageSize));
@@ -173,9 +162,6 @@ mod tests {
             validate(&c),
             Err(ConfigError::PoolSmallerThanPage { .. })
         ));
-        let mut c = base.clone();
-        c.max_req_input_len += 1;
-        assert!(matches!(validate(&c), Err(ConfigError::InputCap { .. })));
         let mut c = base;
         c.context_len = MAX_POSITIONS + 1;
         assert!(matches!(validate(&c), Err(ConfigError::ContextTooLarge(_))));

@@ -11,13 +11,15 @@
 //! * [`transfer`] — the asynchronous KV channel with injectable faults;
 //! * [`sim`] — router, prefill and decode workers on a virtual clock;
 //! * [`scenario`] — who sends what, when;
-//! * [`trace`] — what the probed request lived through;
+//! * [`trace`] — typed events of every request, recorded as they happen;
+//! * [`narrate`] — the seven steps and their claims, read off the events;
 //! * [`backend`] — CPU reference or CUDA for decode attention;
 //! * [`probe`] — runs a scenario and builds the receipt predicate.
 
 pub mod backend;
 pub mod config;
 pub mod model;
+pub mod narrate;
 pub mod policy;
 pub mod pool;
 pub mod probe;

@@ -145,9 +145,11 @@ pub fn handoff_door(
             message: "KV transfer failed".into(),
             transfer_failure: true,
         },
+        // Upstream's waiting timeout marks the room `KVPoll.Failed` and
+        // decode aborts it with `HTTPStatus.INTERNAL_SERVER_ERROR`
+        // (`DecodeTransferQueue.pop_transferred`, read in SGLang v0.5.23).
         KvPoll::Transferring if waited_us >= timeout_us => HandoffDecision::Abort {
-            // A relayed rejection keeps its status; otherwise a plain failure.
-            status: pending_status.unwrap_or(500),
+            status: 500,
             message: format!(
                 "KV transfer timed out after {} s waiting for the prefill handoff",
                 timeout_us / 1_000_000
@@ -188,13 +190,14 @@ pub fn release_rule(inflight_writes: usize, peer_acked: bool, fixes: FixSet) -> 
     }
 }
 
-/// Whether the router forwards a prefill error to the decode side as an
-/// abort. Model assumption: it does while the handoff has not completed; an
-/// error arriving after transfer-complete is dropped and the client gets
-/// decode's answer (the router returns the decode response, as SGLang's
-/// load balancer does).
-pub fn router_relays_prefill_error(handoff_complete: bool) -> bool {
-    !handoff_complete
+/// What the PD router returns to the client once both workers answered:
+/// decode's answer. SGLang's `mini_lb` gathers both responses and returns
+/// decode's status (prefill's body only feeds logprobs); the Rust gateway
+/// also checks decode's error first. Prefill's own status therefore never
+/// decides the client's answer here. Returns `None` until both answered.
+pub fn router_answer(prefill_status: u16, decode_status: u16) -> Option<u16> {
+    let _ = prefill_status;
+    Some(decode_status)
 }
 
 /// What retiring a request does to its session (PR #38935).
@@ -294,10 +297,13 @@ mod tests {
         );
         let mut relayed = r.clone();
         relayed.set_finish_with_abort("too long", 400);
-        assert!(matches!(
-            handoff_door(&relayed, KvPoll::Transferring, 10, 10, None),
-            HandoffDecision::Abort { status: 400, .. }
-        ));
+        assert!(
+            matches!(
+                handoff_door(&relayed, KvPoll::Transferring, 10, 10, None),
+                HandoffDecision::Abort { status: 500, .. }
+            ),
+            "the timeout path answers 500 whatever is pending"
+        );
     }
 
     #[test]

@@ -6,117 +6,20 @@
 //! `kvw verify --reproduce` re-run a receipt and compare digests.
 
 use kvw_evidence::{
-    EngineInfo, Fix, KvCanaryMode, ProbeConfig, ProbeInfo, ProbePredicate, Provenance, Step,
-    Verdict,
+    Assumption, AssumptionId, EngineInfo, Fix, Outcome, PageTail, PoisonMode, ProbeConfig,
+    ProbeInfo, ProbePredicate, RequestInfo, Scale, Verdict,
 };
 use rand::SeedableRng;
 
 use crate::backend::Backend;
 pub use crate::config::{incident_config, validate, with_prefill_pool};
 use crate::model;
+use crate::narrate;
 use crate::scenario;
 use crate::sim::Sim;
 
 /// Version of the incident scenario script.
-pub const INCIDENT_PROBE_VERSION: u32 = 1;
-
-/// Names of the seven steps.
-pub const STEP_NAMES: [&str; 7] = [
-    "Bootstrap",
-    "Prefill admission",
-    "Prefill forward",
-    "KV transfer",
-    "Decode admission",
-    "Decode attention",
-    "Response",
-];
-
-/// Which path the probed request took, decided by the first guard that
-/// stops it (in pipeline order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path {
-    /// The prompt fits: no reject path at all.
-    Healthy,
-    /// PR #38935 retired it at the entry doors.
-    EntryRetire,
-    /// PR #36988 retired the aborted prefill result.
-    ResultRetire,
-    /// PR #39500's checksum caught the short handoff.
-    Checksum,
-    /// `--kv-canary=raise` aborted the read.
-    CanaryRaise,
-    /// Page tags refused foreign pages.
-    Tags,
-    /// Scrubbed pages: no foreign data, wrong answer.
-    Scrub,
-    /// The disclosed incident.
-    Incident,
-}
-
-fn path_of(c: &ProbeConfig, prompt_len: usize) -> Path {
-    let on = |f| c.fixes.contains(&f);
-    if prompt_len as u64 <= c.max_req_input_len {
-        Path::Healthy
-    } else if on(Fix::RetireUnadmittedReject) {
-        Path::EntryRetire
-    } else if on(Fix::RetireAbortedPrefillResult) {
-        Path::ResultRetire
-    } else if on(Fix::KvChecksum) {
-        Path::Checksum
-    } else if c.kv_canary == KvCanaryMode::Raise {
-        Path::CanaryRaise
-    } else if on(Fix::PageTags) {
-        Path::Tags
-    } else if on(Fix::ScrubOnFree) {
-        Path::Scrub
-    } else {
-        Path::Incident
-    }
-}
-
-/// Where step `n`'s behaviour comes from on this path.
-fn provenance(path: Path, n: u8) -> Provenance {
-    use Provenance::*;
-    let incident = |n: u8| if n == 2 { UpstreamTest } else { Disclosed };
-    match path {
-        Path::Incident => incident(n),
-        Path::Healthy => ModelAssumption,
-        Path::EntryRetire => {
-            if n == 2 {
-                UpstreamTest
-            } else {
-                UpstreamThread
-            }
-        }
-        Path::ResultRetire => match n {
-            1..=3 => incident(n),
-            4 => UpstreamTest,
-            5 | 6 => UpstreamThread,
-            _ => ModelAssumption,
-        },
-        Path::Checksum => match n {
-            1..=4 => incident(n),
-            5 | 6 => UpstreamThread,
-            _ => ModelAssumption,
-        },
-        Path::CanaryRaise | Path::Tags | Path::Scrub => {
-            if n <= 5 {
-                incident(n)
-            } else {
-                ModelAssumption
-            }
-        }
-    }
-}
-
-fn not_reached(path: Path) -> &'static str {
-    match path {
-        Path::EntryRetire => "Not reached: the request was retired at the entry door (PR #38935) before any bootstrap, forward or transfer.",
-        Path::ResultRetire => "Not reached: prefill retired the aborted result (PR #36988), so no handoff arrived; decode waited until its timeout.",
-        Path::Checksum => "Not reached: the checksum mismatch aborted the request before it was batched.",
-        _ => "Not reached in this run.",
-    }
-}
+pub const INCIDENT_PROBE_VERSION: u32 = 2;
 
 /// Why a probe produced no predicate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,68 +53,45 @@ fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
     let entry = &sim.entries[probed as usize];
     let response = entry.response.clone().ok_or(ProbeError::NoAnswer)?;
     let prompt = &entry.arrival.prompt;
-    let path = path_of(config, prompt.len());
 
-    let steps: Vec<Step> = (1..=7u8)
-        .map(|n| {
-            let log = &sim.trace.steps[n as usize];
-            let mut summary = log.sentences.join(" ");
-            if !log.reached && summary.is_empty() {
-                summary = not_reached(path).to_string();
-            }
-            Step {
-                step: n,
-                name: STEP_NAMES[n as usize - 1].to_string(),
-                provenance: provenance(path, n),
-                summary,
-                state: log.state.clone(),
-                pages: log.pages.clone(),
-                sources: log.sources.clone(),
-                events: log.events.clone(),
-            }
-        })
-        .collect();
-
-    let leaked: Vec<String> = sim
+    let leaked: Vec<&crate::sim::Entry> = sim
         .entries
         .iter()
         .filter(|e| {
             e.arrival.tenant != entry.arrival.tenant && response.text.contains(&e.arrival.canary)
         })
-        .map(|e| e.arrival.canary.clone())
         .collect();
     let foreign = sim.marks.foreign_seen.len() as u64;
     let leak = !leaked.is_empty() || (response.status == 200 && foreign > 0);
-    let admissible = prompt.len() as u64 <= config.max_req_input_len;
+    let admissible = prompt.len() as u64 <= config.prefill_input_cap();
     let want = model::decode(&prompt[1..=(config.max_new_tokens as usize).min(prompt.len() - 1)]);
     let correct_answer = if admissible {
         response.status == 200 && response.text == want
     } else {
         response.status == 400
     };
-    let latency_s = (response.at_us - entry.arrival.at_us) as f64 / 1e6;
-    let outcome = outcome_line(
-        &response.status,
-        leak,
-        &leaked,
-        foreign,
-        correct_answer,
-        latency_s,
-        &sim.entries,
-        entry,
-    );
-    let mut steps = steps;
-    let final_sentence = format!(
-        "The client got HTTP {} after {:.3} virtual seconds. {}",
-        response.status, latency_s, outcome
-    );
-    steps[6].summary = if steps[6].summary.is_empty() {
-        final_sentence
+    let outcome = if leak {
+        Outcome::Leak
+    } else if response.status == 200 && !correct_answer {
+        Outcome::WrongAnswer
+    } else if response.status == 200 {
+        Outcome::Correct
     } else {
-        format!("{} {}", steps[6].summary, final_sentence)
+        Outcome::Refused
     };
-
-    let trace_sha256 = kvw_evidence::receipt::trace_sha256(&steps);
+    let latency_us = response.at_us - entry.arrival.at_us;
+    let cx = narrate::Context {
+        config,
+        probed,
+        prompt_len: prompt.len() as u64,
+        pictures: &sim.trace.pictures,
+        outcome,
+        status: response.status,
+        latency_us,
+    };
+    let events = sim.trace.events.clone();
+    let steps = narrate::steps(&events, &sim.trace.requests, &cx);
+    let trace_sha256 = kvw_evidence::receipt::trace_sha256(&events, &steps);
     Ok(ProbePredicate {
         probe: ProbeInfo {
             name: "incident".into(),
@@ -223,55 +103,58 @@ fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
         },
         backend: sim.backend.info(),
         config: config.clone(),
+        requests: sim
+            .entries
+            .iter()
+            .map(|e| RequestInfo {
+                rid: e.rid.clone(),
+                tenant: e.arrival.tenant.clone(),
+                prompt_len: e.arrival.prompt.len() as u64,
+                canary: e.arrival.canary.clone(),
+                arrival_us: e.arrival.at_us,
+                probed: e.arrival.probed,
+            })
+            .collect(),
+        events,
         steps,
+        assumptions: assumptions(config),
         verdict: Verdict {
+            outcome,
             leak,
             http_status: response.status,
             foreign_pages_read: foreign,
-            canaries_leaked: leaked,
-            latency_s,
+            canaries_leaked: leaked.iter().map(|e| e.arrival.canary.clone()).collect(),
+            tenants_leaked: leaked.iter().map(|e| e.arrival.tenant.clone()).collect(),
+            latency_us,
             response_text: response.text,
             correct_answer,
-            outcome,
             counters: sim.counters.clone(),
         },
         trace_sha256,
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn outcome_line(
-    status: &u16,
-    leak: bool,
-    leaked: &[String],
-    foreign: u64,
-    correct: bool,
-    latency_s: f64,
-    entries: &[crate::sim::Entry],
-    me: &crate::sim::Entry,
-) -> String {
-    if leak {
-        let whose: Vec<&str> = entries
-            .iter()
-            .filter(|e| leaked.contains(&e.arrival.canary))
-            .map(|e| e.arrival.tenant.as_str())
-            .collect();
-        if whose.is_empty() {
-            format!("LEAK: HTTP {status} computed over {foreign} page(s) of other requests.")
-        } else {
-            format!(
-                "LEAK: HTTP {status} for tenant {} carrying {}'s canary; {foreign} foreign page(s) read.",
-                me.arrival.tenant,
-                whose.join(", ")
-            )
+/// The model assumptions a configuration relies on, each with the flag of
+/// `kvw probe incident` that runs the alternative.
+pub fn assumptions(c: &ProbeConfig) -> Vec<Assumption> {
+    let mut out = vec![Assumption {
+        id: AssumptionId::DecodePool,
+        alternative: "--decode-pool TOKENS".into(),
+    }];
+    let mut add = |on: bool, id, alternative: &str| {
+        if on {
+            out.push(Assumption {
+                id,
+                alternative: alternative.into(),
+            });
         }
-    } else if *status == 200 && !correct {
-        "No foreign data, but HTTP 200 with a wrong answer.".to_string()
-    } else if *status == 200 {
-        "Correct: HTTP 200 with the request's own text.".to_string()
-    } else if latency_s >= 1.0 {
-        format!("No leak: HTTP {status} after {latency_s:.0} s.")
-    } else {
-        format!("No leak: HTTP {status} at once.")
-    }
+    };
+    add(c.scale == Scale::Incident, AssumptionId::PageSize, "--page-size N");
+    add(c.scale == Scale::Incident, AssumptionId::WarmPool, "--scale walkthrough (a pool warmed by two requests)");
+    add(c.page_tail == PageTail::Carried, AssumptionId::PageTail, "--page-tail zeroed");
+    add(c.fixes.contains(&Fix::KvChecksum), AssumptionId::ChecksumScope, "--checksum-scope received");
+    add(c.fixes.contains(&Fix::PageTags), AssumptionId::TagRefusalStatus, "none: the status is fixed at 500");
+    add(c.poison_on_free != PoisonMode::Off, AssumptionId::PoisonOnFree, "--poison-on-free off");
+    add(c.fixes.contains(&Fix::ScrubOnFree), AssumptionId::ScrubOnFree, "--fixes without scrub-on-free");
+    out
 }

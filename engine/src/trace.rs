@@ -1,131 +1,44 @@
-//! What the probed request lived through, recorded as it happens.
+//! What happened, recorded as typed events while it happens.
 //!
-//! The simulator reports every event here with the step of the incident it
-//! belongs to. For the probed request it also records the state of its `Req`
-//! at each door, the page picture at the steps that touch pages, the source
-//! lines that made each decision and a sentence or two per step. The probe
-//! turns this log into the seven receipt steps.
+//! The simulator's mechanics report facts here — a door decided, pages were
+//! reserved, a write landed — for every request, with no step numbers and
+//! no sentences. For the probed request they may also attach a page picture
+//! to an event. [`crate::narrate`] later maps these events onto the seven
+//! steps; readers' sentences are rendered from the receipt, never stored.
 
-use kvw_evidence::{Event, PageRange, PageView, ReqState, SourceOrigin, SourceRef};
+use kvw_evidence::{Event, EventKind, PageRange, PageView, ReqState};
 
 use crate::req::Req;
 
-/// Point at the engine line that calls this macro.
-#[macro_export]
-macro_rules! engine_ref {
-    ($label:expr) => {
-        kvw_evidence::SourceRef {
-            origin: kvw_evidence::SourceOrigin::Engine,
-            path: file!().to_string(),
-            line_start: Some(line!()),
-            line_end: None,
-            label: $label.to_string(),
-        }
-    };
-}
-
-/// Point at lines of the pinned upstream tree.
-pub fn upstream_ref(path: &str, lines: Option<(u32, u32)>, label: &str) -> SourceRef {
-    SourceRef {
-        origin: SourceOrigin::Upstream,
-        path: path.to_string(),
-        line_start: lines.map(|l| l.0),
-        line_end: lines.map(|l| l.1),
-        label: label.to_string(),
-    }
-}
-
-/// Everything recorded for one step of the probed request.
-#[derive(Debug, Clone, Default)]
-pub struct StepLog {
-    pub reached: bool,
-    pub state: Option<ReqState>,
-    pub pages: Option<PageView>,
-    pub sources: Vec<SourceRef>,
-    pub events: Vec<Event>,
-    pub sentences: Vec<String>,
-}
-
-/// The run's log. Index 0 is unused so `steps[n]` is step n.
+/// Every event of a run, in order, with the index of its request.
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
-    pub steps: [StepLog; 8],
-    /// The step the probed request reached last; other requests' events
-    /// land in it (step 1 before the probed request arrives).
-    pub current: u8,
+    pub events: Vec<Event>,
+    /// `requests[i]` is the request index of `events[i]`.
+    pub requests: Vec<u32>,
+    /// Page pictures of the probed request, keyed by event index.
+    pub pictures: Vec<(usize, PageView)>,
 }
 
 impl Trace {
     pub fn new() -> Self {
-        Trace {
-            current: 1,
-            ..Default::default()
-        }
+        Self::default()
     }
 
-    /// Record an event in `step` (or in the current step when `None`).
-    pub fn event(
-        &mut self,
-        step: Option<u8>,
-        t_us: u64,
-        actor: &str,
-        rid: &str,
-        kind: &str,
-        detail: String,
-    ) {
-        let s = step.unwrap_or(self.current) as usize;
-        self.steps[s].events.push(Event {
-            t_us,
-            actor: actor.to_string(),
+    /// Record an event of request `req` (whose id is `rid`); returns its index.
+    pub fn record(&mut self, req: u32, rid: &str, at_us: u64, kind: EventKind) -> usize {
+        self.events.push(Event {
+            at_us,
             rid: rid.to_string(),
-            kind: kind.to_string(),
-            detail,
+            kind,
         });
+        self.requests.push(req);
+        self.events.len() - 1
     }
 
-    /// The probed request reached `step`.
-    pub fn reach(&mut self, step: u8) {
-        self.steps[step as usize].reached = true;
-        self.current = self.current.max(step);
-    }
-
-    pub fn say(&mut self, step: u8, sentence: impl Into<String>) {
-        self.steps[step as usize].sentences.push(sentence.into());
-    }
-
-    pub fn source(&mut self, step: u8, src: SourceRef) {
-        let s = &mut self.steps[step as usize].sources;
-        if !s.contains(&src) {
-            s.push(src);
-        }
-    }
-
-    /// The probed request reached `step` at a door: record both.
-    pub fn at_door(
-        &mut self,
-        step: u8,
-        req: &Req,
-        original_prompt_len: usize,
-        door: &str,
-        decision: &str,
-    ) {
-        self.reach(step);
-        self.state(step, req, original_prompt_len, door, decision);
-    }
-
-    pub fn state(
-        &mut self,
-        step: u8,
-        req: &Req,
-        original_prompt_len: usize,
-        door: &str,
-        decision: &str,
-    ) {
-        self.steps[step as usize].state = Some(req_state(req, original_prompt_len, door, decision));
-    }
-
-    pub fn pages(&mut self, step: u8, view: PageView) {
-        self.steps[step as usize].pages = Some(view);
+    /// Attach a page picture to event `index`.
+    pub fn picture(&mut self, index: usize, view: PageView) {
+        self.pictures.push((index, view));
     }
 }
 

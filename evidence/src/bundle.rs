@@ -38,7 +38,7 @@ use crate::error::EvidenceError;
 use crate::fsutil::read_limited;
 use crate::keys::{PublicKey, PUBLIC_KEY_FILE};
 use crate::predicate::{
-    Fix, FreeListPolicy, KvCanaryMode, ProbeConfig, ProbeInfo, ProbePredicate, Scale,
+    Fix, FreeListPolicy, PoisonMode, ProbeConfig, ProbeInfo, ProbePredicate, Scale,
     PREDICATE_TYPE,
 };
 use crate::receipt::{
@@ -91,7 +91,7 @@ pub struct IndexEntry {
     pub scale: Scale,
     /// Fix switches that were on.
     pub fixes: Vec<Fix>,
-    pub kv_canary: KvCanaryMode,
+    pub poison_on_free: PoisonMode,
     pub config: ConfigSummary,
     pub verdict: VerdictSummary,
     /// Subject digest: canonical SHA-256 of the predicate.
@@ -136,13 +136,13 @@ impl IndexEntry {
             probe: p.probe.clone(),
             scale: c.scale,
             fixes: c.fixes.clone(),
-            kv_canary: c.kv_canary,
+            poison_on_free: c.poison_on_free,
             config: ConfigSummary {
                 context_len: c.context_len,
                 prefill_pool_tokens: c.prefill_pool_tokens,
                 decode_pool_tokens: c.decode_pool_tokens,
                 page_size: c.page_size,
-                max_req_input_len: c.max_req_input_len,
+                max_req_input_len: c.prefill_input_cap(),
                 free_list: c.free_list,
                 seed: c.seed,
             },
@@ -152,7 +152,7 @@ impl IndexEntry {
                 foreign_pages_read: p.verdict.foreign_pages_read,
                 canaries_leaked: p.verdict.canaries_leaked.clone(),
                 correct_answer: p.verdict.correct_answer,
-                outcome: p.verdict.outcome.clone(),
+                outcome: crate::render::outcome_line(p, crate::render::Lang::En),
             },
             predicate_sha256: receipt.predicate_sha256.clone(),
             reproducible_digest: receipt.reproducible_digest.clone(),
@@ -403,11 +403,11 @@ fn readme(index: &BundleIndex) -> String {
                 .join(", ")
         };
         rows.push_str(&format!(
-            "| `{}` | {:?} | {} | {:?} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
             e.file,
             e.scale,
             fixes,
-            e.kv_canary,
+            e.poison_on_free,
             e.verdict.http_status,
             e.verdict.outcome.replace('|', "\\|")
         ));
@@ -432,7 +432,7 @@ it reserved, received and read, and the verdict.
 
 ## Receipts
 
-| file | scale | fixes | kv-canary | HTTP | outcome |
+| file | scale | fixes | poison-on-free | HTTP | outcome |
 |---|---|---|---|---|---|
 {rows}
 ## How to verify
@@ -905,7 +905,7 @@ fn check_receipt(
     Ok(ReceiptOk {
         name: verified.name.clone(),
         label: describe(&verified.predicate),
-        outcome: verified.predicate.verdict.outcome.clone(),
+        outcome: crate::render::outcome_line(&verified.predicate, crate::render::Lang::En),
         reproduced,
     })
 }
@@ -923,21 +923,12 @@ pub fn describe(p: &ProbePredicate) -> String {
             .collect::<Vec<_>>()
             .join(",")
     };
-    let word = |v: serde_json::Result<serde_json::Value>| {
-        v.ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
-    };
-    let scale = word(serde_json::to_value(p.config.scale));
     let mut text = format!(
-        "{} v{} {scale} fixes={fixes}",
-        p.probe.name, p.probe.version
+        "{} v{} {} fixes={fixes}",
+        p.probe.name, p.probe.version, p.config.scale
     );
-    if p.config.kv_canary != KvCanaryMode::Off {
-        text.push_str(&format!(
-            " kv-canary={}",
-            word(serde_json::to_value(p.config.kv_canary))
-        ));
+    if p.config.poison_on_free != PoisonMode::Off {
+        text.push_str(&format!(" poison-on-free={}", p.config.poison_on_free));
     }
     text
 }

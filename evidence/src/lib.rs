@@ -18,9 +18,11 @@ pub mod error;
 pub mod keys;
 pub mod predicate;
 pub mod receipt;
+pub mod render;
 pub mod sample;
 pub mod schema;
 pub mod statement;
+pub mod vocab;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bundle;

@@ -11,9 +11,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// `predicateType` of every kvwitness probe receipt. The trailing `v1` is the
+/// `predicateType` of every kvwitness probe receipt. The trailing `v2` is the
 /// predicate version; a receipt with any other value is refused.
-pub const PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/probe/v1";
+pub const PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/probe/v2";
 
 /// Pinned SGLang commit that the public analysis of the incident cites.
 pub const UPSTREAM_COMMIT: &str = "8f3d6944b76c428d884582cb6c82a39db1465360";
@@ -29,10 +29,17 @@ pub struct ProbePredicate {
     pub engine: EngineInfo,
     pub backend: BackendInfo,
     pub config: ProbeConfig,
+    /// Every request of the run.
+    pub requests: Vec<RequestInfo>,
+    /// Every event of every request, in order.
+    pub events: Vec<Event>,
     /// Exactly seven entries, `step` 1..=7, in order.
     pub steps: Vec<Step>,
+    /// Model assumptions this run's outcome rests on.
+    pub assumptions: Vec<Assumption>,
     pub verdict: Verdict,
-    /// Lowercase hex SHA-256 of the canonical JSON of `steps`.
+    /// Lowercase hex SHA-256 of the JCS form of `{events, steps}` (engine
+    /// line numbers left out).
     pub trace_sha256: String,
 }
 
@@ -89,13 +96,41 @@ pub enum FreeListPolicy {
     Lifo,
 }
 
-/// `--kv-canary` mode.
+/// Mode of `poison-on-free`, this project's own defense (not an upstream
+/// switch): freed pages are marked, and decode checks its read set against
+/// the marks before attention. Upstream's `--kv-canary` works differently
+/// (canary slots written and verified around each forward) and is not
+/// modelled here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum KvCanaryMode {
+pub enum PoisonMode {
     Off,
+    /// Count and record reads of poisoned pages, let them go on.
     Log,
-    Raise,
+    /// Abort the request before attention reads a poisoned page.
+    Refuse,
+}
+
+/// Which pages decode's KV checksum covers (model assumption: the record
+/// does not say whether decode digests what it reserved or what arrived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChecksumScope {
+    /// Decode digests every page it reserved for the request.
+    Reserved,
+    /// Decode digests only the pages the handoff wrote.
+    Received,
+}
+
+/// What the unused tail of a request's last prefill page carries into the
+/// transfer (a transfer moves whole pages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PageTail {
+    /// Whatever the prefill page held before (pages are not cleared).
+    Carried,
+    /// Zeros: the forward clears the tail.
+    Zeroed,
 }
 
 /// A boolean defense switch of the fix matrix. The kebab-case name is the
@@ -129,26 +164,10 @@ impl Fix {
         Fix::DeferredRelease,
         Fix::ScrubOnFree,
     ];
-
-    /// The switch name as written on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fix::RetireAbortedPrefillResult => "retire-aborted-prefill-result",
-            Fix::RetireUnadmittedReject => "retire-unadmitted-reject",
-            Fix::KvChecksum => "kv-checksum",
-            Fix::PageTags => "page-tags",
-            Fix::DeferredRelease => "deferred-release",
-            Fix::ScrubOnFree => "scrub-on-free",
-        }
-    }
-
-    /// Parse a switch name; `None` if unknown.
-    pub fn from_name(name: &str) -> Option<Fix> {
-        Fix::ALL.into_iter().find(|f| f.name() == name)
-    }
 }
 
 /// Full configuration of a probe run: re-running with it reproduces the trace.
+/// Derived values (the per-request input cap) are computed, never stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeConfig {
@@ -157,22 +176,45 @@ pub struct ProbeConfig {
     pub context_len: u64,
     /// Prefill KV pool capacity (tokens).
     pub prefill_pool_tokens: u64,
-    /// Decode KV pool capacity (tokens).
+    /// Decode KV pool capacity (tokens). Not in the record: a model assumption.
     pub decode_pool_tokens: u64,
     /// Tokens per KV page.
     pub page_size: u32,
-    /// Per-request input cap derived from the rule min(context-1, pool-1) - 5.
-    pub max_req_input_len: u64,
     pub free_list: FreeListPolicy,
     /// Boolean switches that are on, in canonical order.
     pub fixes: Vec<Fix>,
-    pub kv_canary: KvCanaryMode,
+    pub poison_on_free: PoisonMode,
+    pub checksum_scope: ChecksumScope,
+    pub page_tail: PageTail,
     /// Seed of the scheduler and of the tenants' documents.
     pub seed: u64,
-    /// Decode gives up on a transfer after this many virtual seconds.
+    /// Decode gives up on a transfer after this many virtual seconds
+    /// (`SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, 300 by default upstream).
     pub waiting_timeout_s: u64,
-    /// Tokens decode generates per request.
+    /// Tokens decode generates for the probed request.
     pub max_new_tokens: u32,
+}
+
+impl ProbeConfig {
+    /// SGLang's per-request input cap for a worker with `pool_tokens`:
+    /// `min(context_len - 1, pool - 1) - 5`. Context length is never
+    /// rejected at start-up for exceeding the pool.
+    pub fn input_cap(&self, pool_tokens: u64) -> u64 {
+        self.context_len
+            .saturating_sub(1)
+            .min(pool_tokens.saturating_sub(1))
+            .saturating_sub(5)
+    }
+
+    /// The prefill worker's input cap (681,274 at incident scale).
+    pub fn prefill_input_cap(&self) -> u64 {
+        self.input_cap(self.prefill_pool_tokens)
+    }
+
+    /// The decode worker's own input cap.
+    pub fn decode_input_cap(&self) -> u64 {
+        self.input_cap(self.decode_pool_tokens)
+    }
 }
 
 /// Where the behaviour of a step comes from.
@@ -185,29 +227,193 @@ pub enum Provenance {
     UpstreamTest,
     /// Stated in an upstream pull request or issue.
     UpstreamThread,
+    /// Read in upstream source code (file and function cited).
+    UpstreamCode,
     /// Our own choice where the record is silent.
     ModelAssumption,
 }
 
-/// One of the seven steps of the incident, as this run lived it.
+/// One of the seven steps of the incident, as this run lived it. The step
+/// holds facts, not prose: readers' sentences are rendered from the facts
+/// (see [`crate::render`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// 1..=7.
     pub step: u8,
-    /// Short name, e.g. `Bootstrap`.
-    pub name: String,
-    pub provenance: Provenance,
-    /// One or two sentences: what happened at this step in this run.
-    pub summary: String,
+    /// Whether the probed request reached this step.
+    pub reached: bool,
+    /// Indices into the predicate's `events` of the probed request's events
+    /// that belong to this step.
+    pub events: Vec<u32>,
+    /// What this step establishes, each with its own provenance.
+    pub facts: Vec<Fact>,
     /// The probed request's state at this step's door, when the step has a door.
     pub state: Option<ReqState>,
     /// Page-level picture of the pools after this step, when the step touches pages.
     pub pages: Option<PageView>,
     /// Source lines (upstream pinned, and the engine's own) this step models.
     pub sources: Vec<SourceRef>,
-    /// Ordered events of this step.
-    pub events: Vec<Event>,
+}
+
+/// One structured claim of a step and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fact {
+    pub claim: Claim,
+    pub provenance: Provenance,
+    /// What backs the provenance: a PR, test, issue, source file or the
+    /// assumption's id (e.g. `PR #38935`, `assumption:decode-pool`).
+    pub basis: String,
+}
+
+/// The claims a step can make. Numbers are the run's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Claim {
+    /// The router sent the prompt to prefill and decode with a bootstrap room.
+    Dispatched { prompt_len: u64, room: u64 },
+    /// A worker's input check rejected the prompt: `set_finish_with_abort`
+    /// recorded it in `to_finish` and swapped the prompt for one token.
+    InputRejected { worker: Worker, input_len: u64, cap: u64 },
+    /// A worker's input check passed.
+    InputAccepted { worker: Worker, input_len: u64, cap: u64 },
+    /// A door looked at the request and decided.
+    Door {
+        door: DoorName,
+        decision: DoorDecision,
+        finished: bool,
+        to_finish_set: bool,
+    },
+    /// Decode reserved pages for the request (`_pre_alloc`).
+    Reserved {
+        pages: u64,
+        tokens: u64,
+        page_size: u32,
+        /// Reserved pages still holding bytes of earlier requests.
+        previously_written: u64,
+    },
+    /// Nothing was reserved on decode for the request.
+    NothingReserved,
+    /// The prefill forward computed KV.
+    Forwarded { tokens: u64, prompt_len: u64, pages: u64 },
+    /// Prefill sent its pages with the final flag.
+    HandoffSent {
+        pages_sent: u64,
+        pages_reserved: u64,
+        tokens_covered: u64,
+        prompt_len: u64,
+        with_checksum: bool,
+        /// Slots of the last sent page the forward did not write.
+        stale_tail_slots: u64,
+    },
+    /// Prefill retired the aborted result: nothing sent, resources freed once.
+    ResultRetired,
+    /// Decode's receiver polled the handoff complete and decode admitted it.
+    HandoffAccepted { pages_written: u64, pages_reserved: u64 },
+    /// Decode aborted the request before batching it.
+    HandoffAborted { cause: AbortCause, status: u16 },
+    /// Decode attention read pages for the request's first step.
+    Attended {
+        pages_read: u64,
+        positions: u64,
+        foreign_pages: u64,
+    },
+    /// Decode attention read pages another request wrote, after the first step.
+    LaterForeignReads { decode_step: u32, pages: u64 },
+    /// `poison-on-free` found poisoned pages in the read set.
+    PoisonFound { pages: u64, mode: PoisonMode },
+    /// Page tags refused a page: the read failed closed.
+    TagRefused { index: u64, page: u64 },
+    /// Each worker's answer to the router, and what the client got.
+    Answered {
+        prefill_status: Option<u16>,
+        decode_status: Option<u16>,
+        status: u16,
+        latency_us: u64,
+        outcome: Outcome,
+    },
+    /// The request never reached this step.
+    NotReached { because: StopCause },
+}
+
+/// A PD worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Worker {
+    Router,
+    Prefill,
+    Decode,
+    Client,
+}
+
+/// The doors of the PD lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DoorName {
+    /// Prefill bootstrap queue entry (`PrefillBootstrapQueue.add`).
+    PrefillBootstrapQueue,
+    /// Prefill waiting queue (`get_new_batch_prefill`).
+    PrefillWaitingQueue,
+    /// Prefill result handling (`process_batch_result_disagg_prefill`).
+    PrefillResult,
+    /// Decode prealloc queue entry (`DecodePreallocQueue.add`).
+    DecodePreallocQueue,
+    /// Decode transfer queue (`DecodeTransferQueue.pop_transferred`).
+    DecodeTransferQueue,
+}
+
+/// What a door decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DoorDecision {
+    Admitted,
+    /// Retired with its recorded rejection (PR #38935 / #36988).
+    Retired,
+    /// Dropped because `finished()` said it was done.
+    Dropped,
+    SentLastChunk,
+    Aborted,
+}
+
+/// Why decode aborted a handoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AbortCause {
+    /// The waiting timeout passed without a complete handoff.
+    Timeout,
+    /// The KV checksum did not match.
+    ChecksumMismatch,
+    /// The request was already finished when the handoff completed.
+    AlreadyFinished,
+    /// The transfer failed.
+    TransferFailed,
+}
+
+/// Why a request stopped before a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    RetiredAtPrefillDoor,
+    RetiredAtDecodeDoor,
+    ResultRetired,
+    AbortedBeforeBatch,
+    RefusedBeforeRead,
+    Other,
+}
+
+/// What the run amounts to for the probed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Another tenant's data reached the response.
+    Leak,
+    /// HTTP 200, no foreign data, but not the request's own answer.
+    WrongAnswer,
+    /// HTTP 200 with the request's own answer.
+    Correct,
+    /// An error status, no foreign data.
+    Refused,
 }
 
 /// The probed `Req` as a door saw it.
@@ -322,26 +528,157 @@ pub enum SourceOrigin {
     Engine,
 }
 
-/// One thing that happened, at a virtual time, somewhere in the system.
+/// One thing that happened to one request, at a virtual time. Events are
+/// facts the simulator's mechanics report; they carry no prose.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct Event {
     /// Virtual time in microseconds since the run started.
-    pub t_us: u64,
-    /// Component that acted: `router`, `prefill`, `decode`, `transfer`, `client`.
-    pub actor: String,
+    pub at_us: u64,
     /// Request id the event concerns.
     pub rid: String,
-    /// Machine-readable event kind, e.g. `door`, `prealloc`, `kv_send`, `attend`.
-    pub kind: String,
-    /// Human-readable detail.
-    pub detail: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened. `worker` names the component that acted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The router sent the request to prefill and decode.
+    Dispatch { prompt_len: u64, room: u64 },
+    /// A worker's input-length check (`validate_input_length`).
+    InputCheck {
+        worker: Worker,
+        input_len: u64,
+        cap: u64,
+        rejected: bool,
+    },
+    /// A door decided, reading the request's state.
+    Door {
+        worker: Worker,
+        door: DoorName,
+        state: ReqState,
+        decision: DoorDecision,
+    },
+    /// A KV sender (prefill) or receiver (decode) and a metadata buffer were created.
+    Bootstrap {
+        worker: Worker,
+        room: u64,
+        metadata_buffer: u64,
+    },
+    /// Decode reserved pages (`_pre_alloc`).
+    Reserve { pages: Vec<PageRange>, tokens: u64 },
+    /// Prefill saw decode's page table for the room.
+    Handshake { room: u64 },
+    /// The prefill forward wrote KV for token positions `from..to`.
+    Forward { from: u64, to: u64, pages: u64 },
+    /// Prefill posted pages to decode.
+    KvSend {
+        pages: u64,
+        last: bool,
+        checksum: Option<u32>,
+    },
+    /// Page writes landed in decode's pool.
+    KvLanded { pages: Vec<PageRange> },
+    /// Best-effort `sender.abort()` on prefill.
+    SenderAbort { room: u64 },
+    /// A receiver poll that changed the request's course.
+    Poll { worker: Worker, result: PollResult },
+    /// Decode checked the KV checksum.
+    ChecksumCheck { expected: u32, computed: u32, pages: u64 },
+    /// Decode found poisoned pages in the read set.
+    PoisonCheck { pages: u64, mode: PoisonMode },
+    /// Decode attention ran one step.
+    Attend {
+        decode_step: u32,
+        pages: u64,
+        foreign_pages: u64,
+        token: u32,
+    },
+    /// Page tags refused a page.
+    TagRefused { index: u64, page: u64 },
+    /// A worker aborted the request (`prepare_abort` / `set_finish_with_abort`).
+    Abort {
+        worker: Worker,
+        status: u16,
+        message: String,
+    },
+    /// Pages went back to a pool's free list (or were held back).
+    Release {
+        worker: Worker,
+        pages: u64,
+        deferred: bool,
+    },
+    /// A worker answered the router.
+    WorkerAnswer {
+        worker: Worker,
+        status: u16,
+        finish_reason: String,
+    },
+    /// The client received its response.
+    Response { status: u16, text: String },
+}
+
+/// What a receiver poll said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PollResult {
+    Transferring,
+    Success,
+    Failed,
+}
+
+/// A request of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestInfo {
+    pub rid: String,
+    pub tenant: String,
+    pub prompt_len: u64,
+    /// The canary string hidden in the tenant's document.
+    pub canary: String,
+    pub arrival_us: u64,
+    /// The request the receipt is about.
+    pub probed: bool,
+}
+
+/// A choice the engine makes where the public record is silent, and the
+/// flag that runs the alternative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Assumption {
+    pub id: AssumptionId,
+    /// Command-line flag of `kvw probe` that runs the alternative.
+    pub alternative: String,
+}
+
+/// The model assumptions a run can rely on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AssumptionId {
+    /// The decode pool's size (and so whether decode's own input cap rejects).
+    DecodePool,
+    /// Page size 64 at incident scale (from #30233, on GLM-5.2).
+    PageSize,
+    /// The decode pool is warm: filled by earlier requests of other tenants.
+    WarmPool,
+    /// A whole-page transfer carries the stale tail of the last page.
+    PageTail,
+    /// Decode's checksum covers the reserved pages.
+    ChecksumScope,
+    /// The status a page-tag refusal answers.
+    TagRefusalStatus,
+    /// `poison-on-free` is this project's own defense.
+    PoisonOnFree,
+    /// `scrub-on-free` is this project's own defense.
+    ScrubOnFree,
 }
 
 /// What the run amounts to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Verdict {
+    pub outcome: Outcome,
     /// Another tenant's data reached the probed request's response.
     pub leak: bool,
     /// HTTP status the client of the probed request received.
@@ -350,14 +687,14 @@ pub struct Verdict {
     pub foreign_pages_read: u64,
     /// Other tenants' canary strings found verbatim in the response.
     pub canaries_leaked: Vec<String>,
-    /// Virtual seconds until the client got its answer.
-    pub latency_s: f64,
+    /// Tenants whose canaries leaked, in the order of `canaries_leaked`.
+    pub tenants_leaked: Vec<String>,
+    /// Virtual microseconds until the client got its answer.
+    pub latency_us: u64,
     /// Response body text (completion text on 200, error message otherwise).
     pub response_text: String,
     /// The response equals what a correct engine would answer (the request's own prompt echo on 200).
     pub correct_answer: bool,
-    /// One-line outcome, e.g. `leak: HTTP 200 with tenant acme's canary`.
-    pub outcome: String,
     /// Counters kept by the engine during the run.
     pub counters: Counters,
 }
@@ -380,8 +717,8 @@ pub struct Counters {
     pub transfer_failures: u32,
     /// Page reads refused by the owner-tag check.
     pub tag_refusals: u32,
-    /// Page reads that hit canary data.
-    pub canary_reads: u32,
+    /// Page reads that hit poisoned (freed) pages.
+    pub poison_reads: u32,
     /// Pages freed twice (must stay 0).
     pub double_frees: u32,
 }

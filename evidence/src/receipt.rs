@@ -12,8 +12,8 @@
 //! 4. the Statement's `_type`, then `predicateType` == [`PREDICATE_TYPE`];
 //! 5. the predicate parses, exactly one subject, its digest is the
 //!    predicate's canonical SHA-256;
-//! 6. `trace_sha256` is the canonical SHA-256 of `steps`, and the steps are
-//!    exactly 1..=7 in order.
+//! 6. `trace_sha256` is the canonical SHA-256 of `{events, steps}`, and the
+//!    steps are exactly 1..=7 in order, referring to existing events.
 //!
 //! Two digests help comparing runs: the subject digest pins one predicate
 //! exactly; the [`reproducible_digest`] leaves out what legitimately varies
@@ -26,7 +26,10 @@ use crate::canonical::{canonical_sha256, to_canonical_json};
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
 use crate::keys::{PublicKey, Signer};
-use crate::predicate::{ProbeConfig, ProbeInfo, ProbePredicate, Step, Verdict, PREDICATE_TYPE};
+use crate::predicate::{
+    Assumption, Event, ProbeConfig, ProbeInfo, ProbePredicate, RequestInfo, Step, Verdict,
+    PREDICATE_TYPE,
+};
 use crate::statement::{Statement, STATEMENT_TYPE};
 
 /// DSSE `payloadType` of an in-toto Statement.
@@ -53,11 +56,20 @@ pub struct VerifiedReceipt {
     pub predicate: ProbePredicate,
 }
 
-/// Lowercase hex SHA-256 of the canonical JSON of `steps`: the value of a
-/// predicate's `trace_sha256`.
-pub fn trace_sha256(steps: &[Step]) -> String {
+/// Lowercase hex SHA-256 of the canonical JSON of `{events, steps}`: the
+/// value of a predicate's `trace_sha256`.
+pub fn trace_sha256(events: &[Event], steps: &[Step]) -> String {
+    #[derive(Serialize)]
+    struct Trace<'a> {
+        events: &'a [Event],
+        steps: Vec<Step>,
+    }
     // Plain data types with string keys always serialize.
-    canonical_sha256(&commit_independent(steps)).unwrap_or_default()
+    canonical_sha256(&Trace {
+        events,
+        steps: commit_independent(steps),
+    })
+    .unwrap_or_default()
 }
 
 /// The steps without the line numbers of the engine's own source: those
@@ -82,30 +94,35 @@ pub fn commit_independent(steps: &[Step]) -> Vec<Step> {
 struct Reproducible<'a> {
     probe: &'a ProbeInfo,
     config: &'a ProbeConfig,
+    requests: &'a [RequestInfo],
+    events: &'a [Event],
     steps: Vec<Step>,
+    assumptions: &'a [Assumption],
     verdict: &'a Verdict,
     trace_sha256: &'a str,
 }
 
-/// Lowercase hex SHA-256 of the canonical JSON of
-/// `{probe, config, steps, verdict, trace_sha256}` of `p`, leaving out
-/// `engine` (changes with every commit), `backend` (CPU or GPU must agree)
-/// and the engine's own line numbers (see [`commit_independent`]).
+/// Lowercase hex SHA-256 of the canonical JSON of everything but `engine`
+/// (changes with every commit), `backend` (CPU or GPU must agree) and the
+/// engine's own line numbers (see [`commit_independent`]).
 pub fn reproducible_digest(p: &ProbePredicate) -> String {
     let part = Reproducible {
         probe: &p.probe,
         config: &p.config,
+        requests: &p.requests,
+        events: &p.events,
         steps: commit_independent(&p.steps),
+        assumptions: &p.assumptions,
         verdict: &p.verdict,
         trace_sha256: &p.trace_sha256,
     };
     canonical_sha256(&part).unwrap_or_default()
 }
 
-/// Check a predicate's own consistency: seven steps numbered 1..=7 and a
-/// matching `trace_sha256`.
+/// Check a predicate's own consistency: seven steps numbered 1..=7 whose
+/// event indices point into `events`, and a matching `trace_sha256`.
 pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
-    let expected = trace_sha256(&p.steps);
+    let expected = trace_sha256(&p.events, &p.steps);
     if p.trace_sha256 != expected {
         return Err(EvidenceError::TraceDigest {
             found: p.trace_sha256.clone(),
@@ -125,6 +142,13 @@ pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
                 i + 1,
                 step.step,
                 i + 1
+            )));
+        }
+        if let Some(bad) = step.events.iter().find(|&&e| e as usize >= p.events.len()) {
+            return Err(EvidenceError::Steps(format!(
+                "step {} refers to event {bad}, but the run has {} events",
+                step.step,
+                p.events.len()
             )));
         }
     }

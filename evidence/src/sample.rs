@@ -13,7 +13,7 @@ use crate::receipt::trace_sha256;
 pub fn sample_config(
     scale: Scale,
     fixes: &[Fix],
-    kv_canary: KvCanaryMode,
+    poison_on_free: PoisonMode,
     seed: u64,
 ) -> ProbeConfig {
     let (context_len, prefill_pool_tokens, decode_pool_tokens, page_size) = match scale {
@@ -29,68 +29,116 @@ pub fn sample_config(
         prefill_pool_tokens,
         decode_pool_tokens,
         page_size,
-        max_req_input_len: (context_len - 1).min(prefill_pool_tokens - 1) - 5,
         free_list: FreeListPolicy::Lifo,
         fixes,
-        kv_canary,
+        poison_on_free,
+        checksum_scope: ChecksumScope::Reserved,
+        page_tail: PageTail::Carried,
         seed,
         waiting_timeout_s: 300,
         max_new_tokens: 16,
     }
 }
 
-fn step(n: u8, name: &str, provenance: Provenance, summary: &str, events: Vec<Event>) -> Step {
-    Step {
-        step: n,
-        name: name.into(),
+fn fact(claim: Claim, provenance: Provenance) -> Fact {
+    Fact {
+        claim,
         provenance,
-        summary: summary.into(),
-        state: None,
-        pages: None,
-        sources: vec![],
-        events,
+        basis: "sample".into(),
     }
 }
 
-fn event(t_us: u64, actor: &str, kind: &str, detail: &str) -> Event {
+fn event(at_us: u64, kind: EventKind) -> Event {
     Event {
-        t_us,
-        actor: actor.into(),
-        rid: "req-probe".into(),
-        kind: kind.into(),
-        detail: detail.into(),
+        at_us,
+        rid: "probe-1".into(),
+        kind,
     }
 }
 
 /// A complete, self-consistent sample predicate for `config`.
 pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
-    let prompt = config.max_req_input_len + 1 + config.seed % 7;
+    let prompt = config.prefill_input_cap() + 1 + config.seed % 7;
     let pages = prompt.div_ceil(u64::from(config.page_size));
     let blocked = !config.fixes.is_empty();
-    let mut steps =
-        vec![
-        step(1, "Bootstrap", Provenance::Disclosed,
-            "The router passes the original prompt length to decode, which reserves pages for it.",
-            vec![event(0, "router", "bootstrap", &format!("prompt of {prompt} tokens"))]),
-        step(2, "Prefill admission", Provenance::UpstreamTest,
-            "The rejection sits in to_finish while finished() is still false.",
-            vec![event(10, "prefill", "door", if blocked { "retired" } else { "admitted" })]),
-        step(3, "Prefill forward", Provenance::UpstreamThread,
-            "Only the one-token placeholder is computed.",
-            vec![event(20, "prefill", "forward", "1 token")]),
-        step(4, "KV transfer", Provenance::UpstreamThread,
-            "One page is sent and the transfer is reported complete.",
-            vec![event(30, "transfer", "kv_send", "1 page")]),
-        step(5, "Decode admission", Provenance::ModelAssumption,
-            "Decode's finished check accepts the handoff.",
-            vec![event(40, "decode", "door", "admitted")]),
-        step(6, "Decode attention", Provenance::Disclosed,
-            "Decode reads every reserved page.",
-            vec![event(50, "decode", "attend", &format!("{pages} pages"))]),
-        step(7, "Response", Provenance::Disclosed,
-            "The client receives the answer.",
-            vec![event(60, "client", "response", if blocked { "HTTP 400" } else { "HTTP 200" })]),
+    let status = if blocked { 400 } else { 200 };
+    let events = vec![
+        event(0, EventKind::Dispatch { prompt_len: prompt, room: 1000 }),
+        event(
+            10,
+            EventKind::Reserve {
+                pages: vec![PageRange { first: 0, count: pages }],
+                tokens: prompt,
+            },
+        ),
+        event(20, EventKind::Forward { from: 0, to: 1, pages: 1 }),
+        event(30, EventKind::KvSend { pages: 1, last: true, checksum: None }),
+        event(
+            40,
+            EventKind::Attend {
+                decode_step: 1,
+                pages,
+                foreign_pages: pages - 1,
+                token: 65,
+            },
+        ),
+        event(
+            50,
+            EventKind::Response {
+                status,
+                text: String::new(),
+            },
+        ),
     ];
+    let door = |decision| Claim::Door {
+        door: DoorName::PrefillWaitingQueue,
+        decision,
+        finished: false,
+        to_finish_set: true,
+    };
+    let facts: [Vec<Fact>; 7] = [
+        vec![fact(Claim::Dispatched { prompt_len: prompt, room: 1000 }, Provenance::Disclosed)],
+        vec![fact(
+            door(if blocked { DoorDecision::Retired } else { DoorDecision::Admitted }),
+            Provenance::UpstreamTest,
+        )],
+        vec![fact(
+            Claim::Forwarded { tokens: 1, prompt_len: prompt, pages: 1 },
+            Provenance::Disclosed,
+        )],
+        vec![fact(Claim::ResultRetired, Provenance::UpstreamTest)],
+        vec![fact(
+            Claim::HandoffAccepted { pages_written: 1, pages_reserved: pages },
+            Provenance::ModelAssumption,
+        )],
+        vec![fact(
+            Claim::Attended { pages_read: pages, positions: prompt, foreign_pages: pages - 1 },
+            Provenance::Disclosed,
+        )],
+        vec![fact(
+            Claim::Answered {
+                prefill_status: None,
+                decode_status: None,
+                status,
+                latency_us: 1_500_000,
+                outcome: if blocked { Outcome::Refused } else { Outcome::Leak },
+            },
+            Provenance::Disclosed,
+        )],
+    ];
+    let mut steps: Vec<Step> = facts
+        .into_iter()
+        .enumerate()
+        .map(|(i, facts)| Step {
+            step: i as u8 + 1,
+            reached: true,
+            events: vec![i.min(events.len() - 1) as u32],
+            facts,
+            state: None,
+            pages: None,
+            sources: vec![],
+        })
+        .collect();
     steps[1].state = Some(ReqState {
         door: "prefill.waiting_queue".into(),
         to_finish: Some("FINISH_ABORT(400)".into()),
@@ -111,7 +159,7 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
                 class: WriterClass::ThisRequest,
                 writer: Some(Writer {
                     tenant: "probe".into(),
-                    rid: "req-probe".into(),
+                    rid: "probe-1".into(),
                     generation: 0,
                 }),
             },
@@ -121,15 +169,12 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
                 class: WriterClass::OtherTenant,
                 writer: Some(Writer {
                     tenant: "acme".into(),
-                    rid: "req-acme-1".into(),
+                    rid: "acme-1".into(),
                     generation: 0,
                 }),
             },
         ],
-        reserved: vec![PageRange {
-            first: 0,
-            count: pages,
-        }],
+        reserved: vec![PageRange { first: 0, count: pages }],
         transferred: vec![PageRange { first: 0, count: 1 }],
         read: vec![PageRange {
             first: 0,
@@ -143,43 +188,27 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
         line_end: Some(2072),
         label: "set_finish_with_abort()".into(),
     });
-    let verdict = if blocked {
-        Verdict {
-            leak: false,
-            http_status: 400,
-            foreign_pages_read: 0,
-            canaries_leaked: vec![],
-            latency_s: 0.25,
-            response_text: "input is longer than the prefill pool allows".into(),
-            correct_answer: true,
-            outcome: "blocked: HTTP 400".into(),
-            counters: Counters::default(),
-        }
-    } else {
-        Verdict {
-            leak: true,
-            http_status: 200,
-            foreign_pages_read: pages - 1,
-            canaries_leaked: vec!["CANARY-acme-1".into()],
-            latency_s: 1.5,
-            response_text: "... CANARY-acme-1 ...".into(),
-            correct_answer: false,
-            outcome: "leak: HTTP 200 with tenant acme's canary".into(),
-            counters: Counters {
-                bootstraps: 1,
-                metadata_buffers: 1,
-                senders: 1,
-                receivers: 1,
-                prefill_batches: 1,
-                ..Counters::default()
-            },
-        }
+    let verdict = Verdict {
+        outcome: if blocked { Outcome::Refused } else { Outcome::Leak },
+        leak: !blocked,
+        http_status: status,
+        foreign_pages_read: if blocked { 0 } else { pages - 1 },
+        canaries_leaked: if blocked { vec![] } else { vec!["CANARY-acme-1".into()] },
+        tenants_leaked: if blocked { vec![] } else { vec!["acme".into()] },
+        latency_us: 1_500_000,
+        response_text: if blocked {
+            "input is longer than the prefill pool allows".into()
+        } else {
+            "... CANARY-acme-1 ...".into()
+        },
+        correct_answer: blocked,
+        counters: Counters::default(),
     };
-    let trace = trace_sha256(&steps);
+    let trace = trace_sha256(&events, &steps);
     ProbePredicate {
         probe: ProbeInfo {
             name: "incident".into(),
-            version: 1,
+            version: 2,
         },
         engine: EngineInfo {
             version: env!("CARGO_PKG_VERSION").into(),
@@ -190,7 +219,17 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
             device: "cpu (sample)".into(),
         },
         config,
+        requests: vec![RequestInfo {
+            rid: "probe-1".into(),
+            tenant: "probe".into(),
+            prompt_len: prompt,
+            canary: "CANARY-probe-1".into(),
+            arrival_us: 0,
+            probed: true,
+        }],
+        events,
         steps,
+        assumptions: vec![],
         verdict,
         trace_sha256: trace,
     }
@@ -198,10 +237,7 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
 
 /// A receipt file name for a config, e.g. `incident-walkthrough-none.json`.
 pub fn sample_name(config: &ProbeConfig) -> String {
-    let scale = match config.scale {
-        Scale::Walkthrough => "walkthrough",
-        Scale::Incident => "incident",
-    };
+    let scale = config.scale;
     let fixes = if config.fixes.is_empty() {
         "none".to_string()
     } else {

@@ -2,25 +2,24 @@
 //!
 //! Models `python/sglang/srt/disaggregation/decode.py`
 //! (`DecodePreallocQueue` and its `_pre_alloc`, `DecodeTransferQueue`,
-//! `event_loop_normal_disagg_decode`) at the pinned commit. `_pre_alloc`
-//! reserves pages from decode's own view of the prompt length — the length
-//! the client sent — and nothing later compares that with what arrived.
+//! `event_loop_normal_disagg_decode`). Decode builds its own `Req` from the
+//! request the router forwarded and runs its own input-length check against
+//! its own pool; `_pre_alloc` reserves pages for `len(origin_input_ids)` —
+//! the full prompt unless decode itself rejected it — and nothing later
+//! compares that with what arrived.
 
-use std::collections::BTreeMap;
-
-use kvw_evidence::{Fix, KvCanaryMode, PoolSide};
+use kvw_evidence::{
+    DoorDecision, DoorName, EventKind, Fix, PoisonMode, PollResult, PoolSide, Worker,
+};
 use kvw_kernels::cpu::{self, PagedAttention};
 use kvw_kernels::TagCheck;
 
+use super::prefill::answer_of;
 use super::{cost, Sim};
-use crate::engine_ref;
 use crate::model::{self, k_code, v_code, SM_SCALE};
 use crate::policy::{self, Door, HandoffDecision, KvPoll};
-use crate::req::{max_req_input_len, validate_input_length, FinishReason, Req};
-use crate::trace::upstream_ref;
-
-const DECODE_PY: &str = "python/sglang/srt/disaggregation/decode.py";
-const SCHEDULE_BATCH: &str = "python/sglang/srt/managers/schedule_batch.py";
+use crate::req::{validate_input_length, FinishReason, Req};
+use crate::trace::{ranges, req_state};
 
 /// A request on the decode side.
 #[derive(Debug, Clone)]
@@ -40,36 +39,42 @@ pub struct DecodeWorker {
     prealloc_queue: Vec<DReq>,
     transfer_queue: Vec<DReq>,
     running_batch: Vec<DReq>,
-    /// Aborts that arrived before their request did.
-    early_aborts: BTreeMap<u32, (String, u16)>,
     busy_until: u64,
     next_metadata: usize,
 }
 
-/// A request arrives from the router with the prompt the client sent.
+/// Record a door decision of decode, with the request's state it read.
+fn door(sim: &mut Sim, d: &DReq, door: DoorName, decision: DoorDecision) {
+    let state = req_state(&d.req, d.original_len, kvw_evidence::render::door_name(door), &format!("{decision:?}"));
+    sim.record(
+        d.idx,
+        EventKind::Door {
+            worker: Worker::Decode,
+            door,
+            state,
+            decision,
+        },
+    );
+}
+
+/// A request arrives from the router with the prompt the client sent;
+/// decode's own input check runs against decode's own cap.
 pub fn receive(sim: &mut Sim, i: u32) {
     let mut req = sim.entries[i as usize].req();
     let original_len = req.input_len();
-    let cap = max_req_input_len(sim.config.context_len, sim.config.decode_pool_tokens);
-    if let Some(msg) = validate_input_length(original_len, cap) {
+    let cap = sim.config.decode_input_cap();
+    let rejection = validate_input_length(original_len, cap);
+    sim.record(
+        i,
+        EventKind::InputCheck {
+            worker: Worker::Decode,
+            input_len: original_len as u64,
+            cap,
+            rejected: rejection.is_some(),
+        },
+    );
+    if let Some(msg) = rejection {
         req.set_finish_with_abort(&msg, 400);
-        sim.event(
-            i,
-            1,
-            "decode",
-            "validate",
-            format!("decode's own cap {cap} rejects the input: {msg}"),
-        );
-    }
-    if let Some((msg, status)) = sim.decode.early_aborts.remove(&i) {
-        req.set_finish_with_abort(&msg, status);
-        sim.event(
-            i,
-            5,
-            "decode",
-            "abort",
-            "router abort arrived first: set_finish_with_abort records it in to_finish".into(),
-        );
     }
     sim.decode.prealloc_queue.push(DReq {
         req,
@@ -79,27 +84,6 @@ pub fn receive(sim: &mut Sim, i: u32) {
         waited_since: 0,
         has_receiver: false,
     });
-}
-
-/// The router forwards prefill's error: `abort_request` on decode records it
-/// with `set_finish_with_abort`, i.e. in `to_finish` again.
-pub fn abort(sim: &mut Sim, i: u32, message: &str, status: u16) {
-    let w = &mut sim.decode;
-    let found = w
-        .prealloc_queue
-        .iter_mut()
-        .chain(w.transfer_queue.iter_mut())
-        .chain(w.running_batch.iter_mut())
-        .find(|d| d.idx == i);
-    match found {
-        Some(d) => {
-            d.req.set_finish_with_abort(message, status);
-            sim.event(i, 5, "decode", "abort", "abort_request: set_finish_with_abort records the rejection in to_finish; finished() stays false".into());
-        }
-        None => {
-            w.early_aborts.insert(i, (message.to_string(), status));
-        }
-    }
 }
 
 /// One iteration of the decode event loop. Returns when to run again.
@@ -139,40 +123,21 @@ fn prealloc(sim: &mut Sim) {
             continue;
         }
         let probed = sim.is_probed(d.idx);
-        if policy::entry_door(&d.req, sim.fixes) == Door::Retire {
-            let (status, message) = answer_of(&d.req);
-            sim.event(d.idx, 5, "decode", "retire", format!("is_unadmitted_reject: retired at the prealloc door with the original {status}; no receiver, no bootstrap, no metadata buffer"));
-            if probed {
-                sim.trace.at_door(
-                    5,
-                    &d.req,
-                    d.original_len,
-                    "decode.prealloc_queue (entry door)",
-                    "retired",
-                );
-                sim.trace.say(5, format!("Decode's entry door (PR #38935) retired the request before creating a receiver or reserving pages, and answered {status} with the original message."));
-                sim.trace
-                    .source(5, engine_ref!("policy::entry_door on decode"));
-                sim.trace.say(1, "No bootstrap room, KV receiver or page reservation was made for this request: both entry doors retired it first.");
-            }
+        if !d.has_receiver && policy::entry_door(&d.req, sim.fixes) == Door::Retire {
+            door(sim, &d, DoorName::DecodePreallocQueue, DoorDecision::Retired);
             d.req.update_finish_state();
+            let (status, message) = answer_of(&d.req);
             sim.decode_answer(sim.now, d.idx, status, message, Vec::new());
             continue;
         }
         if !d.has_receiver {
+            door(sim, &d, DoorName::DecodePreallocQueue, DoorDecision::Admitted);
             d.has_receiver = true;
             if probed {
                 sim.counters.receivers += 1;
             }
-            sim.event(
-                d.idx,
-                1,
-                "decode",
-                "receiver",
-                format!("KV receiver created for room {}", d.req.bootstrap_room),
-            );
         }
-        // `_pre_alloc`: reserve pages for decode's own view of the prompt.
+        // `_pre_alloc`: reserve pages for decode's own `origin_input_ids`.
         let need = d.req.input_len().div_ceil(ps);
         let Some(table) = sim.decode_pool.alloc(need) else {
             blocked = true;
@@ -186,43 +151,26 @@ fn prealloc(sim: &mut Sim) {
         sim.channel
             .receiver_init(d.req.bootstrap_room, d.table.clone());
         sim.wake_prefill(sim.now + cost::HOP_BACK_US);
-        sim.event(d.idx, 1, "decode", "prealloc", format!(
-            "_pre_alloc reserved {} page(s) for {} tokens; receiver.init sent the page table to prefill",
-            d.table.len(),
-            d.req.input_len()
-        ));
+        sim.record(
+            d.idx,
+            EventKind::Bootstrap {
+                worker: Worker::Decode,
+                room: d.req.bootstrap_room,
+                metadata_buffer: d.req.metadata_buffer_index.unwrap_or(0) as u64,
+            },
+        );
         if probed {
             sim.counters.metadata_buffers += 1;
             sim.marks.reserved = d.table.clone();
-            sim.trace.at_door(
-                1,
-                &d.req,
-                d.original_len,
-                "decode.prealloc_queue (_pre_alloc)",
-                "pages reserved",
-            );
-            sim.trace.pages(1, sim.page_view(PoolSide::Decode));
-            sim.trace.source(
-                1,
-                engine_ref!("_pre_alloc from decode's view of the prompt length"),
-            );
-            sim.trace.source(
-                1,
-                upstream_ref(DECODE_PY, None, "DecodePreallocQueue._pre_alloc"),
-            );
-            let foreign = d
-                .table
-                .iter()
-                .filter(|&&p| sim.decode_pool.meta(p).writer.is_some())
-                .count();
-            sim.trace.say(1, format!(
-                "The router told decode the prompt is {} tokens; decode reserved {} pages of {} tokens for it. {} of those pages still hold bytes of earlier requests (freed pages are not cleared).",
-                d.original_len,
-                d.table.len(),
-                ps,
-                foreign
-            ));
         }
+        sim.record_with_picture(
+            d.idx,
+            EventKind::Reserve {
+                pages: ranges(&d.table),
+                tokens: d.req.input_len() as u64,
+            },
+            PoolSide::Decode,
+        );
         sim.decode.transfer_queue.push(d);
     }
 }
@@ -235,54 +183,45 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
     for d in queue {
         let room = d.req.bootstrap_room;
         let poll = sim.channel.poll(room);
-        let checksum_ok = (sim.fix(Fix::KvChecksum) && poll == KvPoll::Success).then(|| {
-            let here = cpu::adler32_pages(sim.layout, sim.decode_pool.kv(), &d.table);
-            sim.channel.room(room).and_then(|r| r.checksum) == Some(here)
-        });
         let waited = sim.now - d.waited_since;
+        if poll == KvPoll::Transferring && waited < timeout_us {
+            let deadline = d.waited_since + timeout_us;
+            next = Some(next.map_or(deadline, |n| n.min(deadline)));
+            sim.decode.transfer_queue.push(d);
+            continue;
+        }
+        sim.record(
+            d.idx,
+            EventKind::Poll {
+                worker: Worker::Decode,
+                result: match poll {
+                    KvPoll::Transferring => PollResult::Transferring,
+                    KvPoll::Success => PollResult::Success,
+                    KvPoll::Failed => PollResult::Failed,
+                },
+            },
+        );
+        let checksum_ok = (sim.fix(Fix::KvChecksum) && poll == KvPoll::Success).then(|| {
+            let covered = checksum_pages(sim, &d);
+            let computed = cpu::adler32_pages(sim.layout, sim.decode_pool.kv(), &covered);
+            let expected = sim.channel.room(room).and_then(|r| r.checksum).unwrap_or(0);
+            sim.record(
+                d.idx,
+                EventKind::ChecksumCheck {
+                    expected,
+                    computed,
+                    pages: covered.len() as u64,
+                },
+            );
+            expected == computed
+        });
         let probed = sim.is_probed(d.idx);
         match policy::handoff_door(&d.req, poll, waited, timeout_us, checksum_ok) {
-            HandoffDecision::Wait => {
-                let deadline = d.waited_since + timeout_us;
-                next = Some(next.map_or(deadline, |n| n.min(deadline)));
-                sim.decode.transfer_queue.push(d);
-            }
+            HandoffDecision::Wait => sim.decode.transfer_queue.push(d),
             HandoffDecision::Admit => {
                 sim.channel.ack(room);
                 sim.wake_prefill(sim.now + cost::HOP_BACK_US);
-                let written = sim.channel.room(room).map_or(0, |r| r.landed);
-                sim.event(d.idx, 5, "decode", "door", format!(
-                    "poll → Success ({written} of {} reserved pages written); finished() → {}: admitted to the running batch",
-                    d.table.len(),
-                    d.req.finished()
-                ));
-                if probed {
-                    sim.trace.at_door(
-                        5,
-                        &d.req,
-                        d.original_len,
-                        "decode.transfer_queue",
-                        "admitted",
-                    );
-                    sim.trace.pages(5, sim.page_view(PoolSide::Decode));
-                    sim.trace.source(5, engine_ref!("policy::handoff_door"));
-                    sim.trace.source(
-                        5,
-                        upstream_ref(SCHEDULE_BATCH, Some((1479, 1481)), "Req.finished()"),
-                    );
-                    sim.trace.source(
-                        5,
-                        upstream_ref(DECODE_PY, None, "DecodeTransferQueue.pop_transferred"),
-                    );
-                    if checksum_ok == Some(true) {
-                        sim.trace
-                            .say(5, "The kv-checksum matched over the reserved pages.");
-                    }
-                    sim.trace.say(5, format!(
-                        "The receiver polled Success with {written} of {} reserved pages written, and finished() was false: decode accepted the handoff.",
-                        d.table.len()
-                    ));
-                }
+                door(sim, &d, DoorName::DecodeTransferQueue, DoorDecision::Admitted);
                 sim.decode.running_batch.push(d);
             }
             HandoffDecision::Abort {
@@ -290,45 +229,35 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
                 message,
                 transfer_failure,
             } => {
-                if probed {
-                    if transfer_failure {
-                        sim.counters.transfer_failures += 1;
-                    }
-                    sim.trace.at_door(
-                        5,
-                        &d.req,
-                        d.original_len,
-                        "decode.transfer_queue",
-                        "aborted",
-                    );
-                    sim.trace.pages(5, sim.page_view(PoolSide::Decode));
-                    sim.trace
-                        .source(5, engine_ref!("policy::handoff_door → Abort"));
-                    sim.trace.say(
-                        5,
-                        format!("Decode aborted the request before batching it: {message}."),
-                    );
+                if probed && transfer_failure {
+                    sim.counters.transfer_failures += 1;
                 }
-                sim.event(
+                door(sim, &d, DoorName::DecodeTransferQueue, DoorDecision::Aborted);
+                sim.record(
                     d.idx,
-                    5,
-                    "decode",
-                    "abort",
-                    format!("{message}; answering {status}"),
+                    EventKind::Abort {
+                        worker: Worker::Decode,
+                        status,
+                        message: message.clone(),
+                    },
                 );
                 sim.channel.ack(room);
-                let answer = match d.req.effective_finish() {
-                    Some(FinishReason::Abort {
-                        message: m,
-                        status_code,
-                    }) if *status_code == status => m.clone(),
-                    _ => message,
-                };
-                finish(sim, d, status, answer, sim.now);
+                finish(sim, d, status, message, sim.now);
             }
         }
     }
     next
+}
+
+/// The pages decode's checksum covers (model assumption: `--checksum-scope`).
+fn checksum_pages(sim: &Sim, d: &DReq) -> Vec<u32> {
+    match sim.config.checksum_scope {
+        kvw_evidence::ChecksumScope::Reserved => d.table.clone(),
+        kvw_evidence::ChecksumScope::Received => {
+            let written = sim.channel.room(d.req.bootstrap_room).map_or(0, |r| r.landed);
+            d.table[..written.min(d.table.len())].to_vec()
+        }
+    }
 }
 
 /// One decode step for one request: real paged attention, read-out, append KV.
@@ -338,58 +267,32 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
     let seq_len = d.req.seq_len();
     let used = seq_len.div_ceil(ps).min(d.table.len());
     let first = d.req.output_ids.is_empty();
-    let read = &d.table[..used];
     let me = sim.writer(d.idx, d.req.generation);
-    let canaried = read
+    let poisoned = d.table[..used]
         .iter()
         .filter(|&&p| sim.decode_pool.meta(p).canary)
         .count();
-    if probed && first {
-        sim.trace.at_door(
-            6,
-            &d.req,
-            d.original_len,
-            "decode.running_batch",
-            "decoding",
-        );
-        sim.trace
-            .source(6, engine_ref!("decode attention over the whole page table"));
-        sim.trace.source(
-            6,
-            upstream_ref(
-                DECODE_PY,
-                None,
-                "decode batch over req_to_token of the reserved length",
-            ),
-        );
-    }
-    if canaried > 0 && sim.canary_mode() != KvCanaryMode::Off {
+    if poisoned > 0 && sim.poison_mode() != PoisonMode::Off {
         if probed {
-            sim.counters.canary_reads += canaried as u32;
+            sim.counters.poison_reads += poisoned as u32;
         }
-        sim.event(
+        let mode = sim.poison_mode();
+        sim.record(
             d.idx,
-            6,
-            "decode",
-            "kv_canary",
-            format!("{canaried} page(s) in the read set hold canary data"),
+            EventKind::PoisonCheck {
+                pages: poisoned as u64,
+                mode,
+            },
         );
-        if sim.canary_mode() == KvCanaryMode::Raise {
-            if probed && first {
-                record_read(sim, &[], me);
-                sim.trace.say(6, format!("--kv-canary=raise: {canaried} page(s) in the read set hold canary data; the request is aborted before attention reads them."));
-            }
+        if mode == PoisonMode::Refuse {
             finish(
                 sim,
                 d,
                 500,
-                "kv canary: read of a page holding canary data".into(),
+                "poison-on-free: read of a freed page refused".into(),
                 end,
             );
             return;
-        }
-        if probed && first {
-            sim.trace.say(6, format!("--kv-canary=log logged {canaried} canary page(s) in the read set and let the read go on."));
         }
     }
     let q = model::query(1 + d.req.output_ids.len() as u64);
@@ -412,18 +315,18 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
         Err(refused) => {
             if probed {
                 if first {
-                    let before = d.table[..refused.index].to_vec();
-                    record_read(sim, &before, me);
+                    sim.marks.read = d.table[..refused.index].to_vec();
                 }
                 sim.counters.tag_refusals += 1;
-                sim.trace.say(
-                    6,
-                    format!(
-                        "Page tags: {refused}. The read fails closed and the request is aborted."
-                    ),
-                );
             }
-            sim.event(d.idx, 6, "decode", "tag_refused", refused.to_string());
+            sim.record_with_picture(
+                d.idx,
+                EventKind::TagRefused {
+                    index: refused.index as u64,
+                    page: d.table[refused.index] as u64,
+                },
+                PoolSide::Decode,
+            );
             finish(
                 sim,
                 d,
@@ -434,26 +337,30 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
             return;
         }
     };
-    if probed && first {
-        let read = d.table[..used].to_vec();
-        let foreign = record_read(sim, &read, me);
-        sim.trace.say(6, format!(
-            "Decode attention read {used} pages for {seq_len} positions; {foreign} of them were written by other requests{}.",
-            if foreign > 0 { " — their KV is in this request's softmax" } else { "" }
-        ));
-    }
-    let foreign = foreign_pages(sim, &d.table[..used], me);
-    if probed && !first {
-        let read = d.table[..used].to_vec();
-        let new = note_foreign(sim, &read, me);
-        if new > 0 {
-            let step = d.req.output_ids.len() + 1;
-            sim.trace.say(6, format!(
-                "At decode step {step}, {new} page(s) of the read set held bytes another request wrote after the pages changed hands."
-            ));
+    let read = d.table[..used].to_vec();
+    let foreign = foreign_pages(sim, &read, me);
+    if probed {
+        for &p in &read {
+            if sim.decode_pool.meta(p).writer.is_some_and(|w| w != me) {
+                sim.marks.foreign_seen.insert(p);
+            }
+        }
+        if first {
+            sim.marks.read = read;
         }
     }
     let token = model::read_out(&out);
+    let kind = EventKind::Attend {
+        decode_step: d.req.output_ids.len() as u32 + 1,
+        pages: used as u64,
+        foreign_pages: foreign as u64,
+        token,
+    };
+    if first {
+        sim.record_with_picture(d.idx, kind, PoolSide::Decode);
+    } else {
+        sim.record(d.idx, kind);
+    }
     // Append the new token's KV at position seq_len.
     let pos = seq_len;
     if pos / ps >= d.table.len() {
@@ -473,26 +380,24 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
         me,
     );
     d.req.output_ids.push(token);
-    sim.event(
-        d.idx,
-        6,
-        "decode",
-        "step",
-        format!(
-            "step {}: attended {used} pages ({foreign} foreign), read out {:?}",
-            d.req.output_ids.len(),
-            model::decode(&[token])
-        ),
-    );
-    if d.req.output_ids.len() as u32 >= d.req.max_new_tokens {
+    // The step's result: a pending abort (decode's own rejection) is
+    // applied now and answers with its status; otherwise the length limit.
+    if d.req.to_finish.is_none() && d.req.output_ids.len() as u32 >= d.req.max_new_tokens {
         d.req.to_finish = Some(FinishReason::Length {
             length: d.req.max_new_tokens,
         });
-        d.req.update_finish_state();
-        let text = model::decode(&d.req.output_ids);
-        finish(sim, d, 200, text, end);
-    } else {
-        sim.decode.running_batch.push(d);
+    }
+    d.req.update_finish_state();
+    match d.req.finished_reason.clone() {
+        Some(FinishReason::Length { .. }) => {
+            let text = model::decode(&d.req.output_ids);
+            finish(sim, d, 200, text, end);
+        }
+        Some(FinishReason::Abort {
+            message,
+            status_code,
+        }) => finish(sim, d, status_code, message, end),
+        None => sim.decode.running_batch.push(d),
     }
 }
 
@@ -504,40 +409,9 @@ fn foreign_pages(sim: &Sim, pages: &[u32], me: crate::pool::WriterId) -> usize {
         .count()
 }
 
-/// Record what the probed request's first decode step actually read.
-fn record_read(sim: &mut Sim, read: &[u32], me: crate::pool::WriterId) -> usize {
-    let foreign = note_foreign(sim, read, me);
-    sim.marks.read = read.to_vec();
-    sim.trace.pages(6, sim.page_view(PoolSide::Decode));
-    foreign
-}
-
-/// Add the foreign pages of one read to the probed request's tally; returns
-/// how many pages of this read were newly found foreign.
-fn note_foreign(sim: &mut Sim, read: &[u32], me: crate::pool::WriterId) -> usize {
-    let before = sim.marks.foreign_seen.len();
-    for &p in read {
-        if sim.decode_pool.meta(p).writer.is_some_and(|w| w != me) {
-            sim.marks.foreign_seen.insert(p);
-        }
-    }
-    sim.marks.foreign_seen.len() - before
-}
-
-fn answer_of(req: &Req) -> (u16, String) {
-    match req.effective_finish() {
-        Some(FinishReason::Abort {
-            message,
-            status_code,
-        }) => (*status_code, message.clone()),
-        Some(r) => (r.status_code(), r.to_string()),
-        None => (500, "finished without a reason".into()),
-    }
-}
-
-/// Answer the client and give the pages back (or defer them).
+/// Answer the router and give the pages back (or defer them).
 fn finish(sim: &mut Sim, d: DReq, status: u16, text: String, at: u64) {
     let output = d.req.output_ids.clone();
-    sim.release(PoolSide::Decode, d.req.bootstrap_room, d.table);
+    sim.release(PoolSide::Decode, d.idx, d.req.bootstrap_room, d.table);
     sim.decode_answer(at, d.idx, status, text, output);
 }

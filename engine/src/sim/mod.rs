@@ -16,13 +16,14 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use kvw_evidence::{
-    Counters, Fix, KvCanaryMode, PageRun, PageView, PoolSide, ProbeConfig, WriterClass,
+    Counters, EventKind, Fix, PageRun, PageView, PoisonMode, PoolSide, ProbeConfig, Worker,
+    WriterClass,
 };
 use kvw_kernels::KvLayout;
 
 use crate::backend::Backend;
 use crate::model::HEAD_DIM;
-use crate::policy::{self, FixSet};
+use crate::policy::FixSet;
 use crate::pool::{KvPool, WriterId};
 use crate::req::Req;
 use crate::scenario::Arrival;
@@ -60,6 +61,11 @@ pub struct Entry {
     pub arrival: Arrival,
     pub rid: String,
     pub room: u64,
+    /// Prefill's answer to the router: status and finish reason.
+    pub prefill_answer: Option<(u16, String)>,
+    /// Decode's answer to the router.
+    pub decode_answer: Option<Response>,
+    /// What the client received.
     pub response: Option<Response>,
 }
 
@@ -76,7 +82,7 @@ impl Entry {
     }
 }
 
-/// What the client received.
+/// An answer: decode's to the router, or the router's to the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     pub status: u16,
@@ -90,13 +96,10 @@ enum Msg {
     Arrive(u32),
     ToPrefill(u32),
     ToDecode(u32),
-    /// Router forwards a prefill error to decode as an abort.
-    AbortDecode(u32, String, u16),
     PrefillAnswer {
         req: u32,
         status: u16,
-        message: String,
-        handoff_complete: bool,
+        finish_reason: String,
     },
     DecodeAnswer {
         req: u32,
@@ -104,7 +107,7 @@ enum Msg {
         text: String,
         output_ids: Vec<u32>,
     },
-    ClientGets(u32, u16, String, Vec<u32>),
+    ClientGets(u32),
     PrefillTick,
     DecodeTick,
     Land,
@@ -175,6 +178,8 @@ impl<'b> Sim<'b> {
                     rid: format!("{}-{}", a.tenant, n),
                     room: 1000 + i as u64,
                     arrival: a,
+                    prefill_answer: None,
+                    decode_answer: None,
                     response: None,
                 }
             })
@@ -223,8 +228,8 @@ impl<'b> Sim<'b> {
         self.fixes.has(f)
     }
 
-    pub fn canary_mode(&self) -> KvCanaryMode {
-        self.config.kv_canary
+    pub fn poison_mode(&self) -> PoisonMode {
+        self.config.poison_on_free
     }
 
     fn send(&mut self, at: u64, msg: Msg) {
@@ -246,11 +251,19 @@ impl<'b> Sim<'b> {
         }
     }
 
-    /// Record an event; probed-request events carry their step.
-    pub fn event(&mut self, req: u32, step: u8, actor: &str, kind: &str, detail: String) {
-        let step = self.is_probed(req).then_some(step);
-        let rid = self.entries[req as usize].rid.clone();
-        self.trace.event(step, self.now, actor, &rid, kind, detail);
+    /// Record an event of request `req` now; returns its index.
+    pub fn record(&mut self, req: u32, kind: EventKind) -> usize {
+        let rid = &self.entries[req as usize].rid;
+        self.trace.record(req, rid, self.now, kind)
+    }
+
+    /// Record an event and, for the probed request, the picture of `side`.
+    pub fn record_with_picture(&mut self, req: u32, kind: EventKind, side: PoolSide) {
+        let i = self.record(req, kind);
+        if self.is_probed(req) {
+            let view = self.page_view(side);
+            self.trace.picture(i, view);
+        }
     }
 
     /// Run until every request has its answer or the horizon passes.
@@ -270,23 +283,9 @@ impl<'b> Sim<'b> {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Arrive(i) => {
-                let len = self.entries[i as usize].arrival.prompt.len();
+                let prompt_len = self.entries[i as usize].arrival.prompt.len() as u64;
                 let room = self.entries[i as usize].room;
-                self.event(
-                    i,
-                    1,
-                    "router",
-                    "dispatch",
-                    format!(
-                        "prompt of {len} tokens; bootstrap room {room}; sent to prefill and decode"
-                    ),
-                );
-                if self.is_probed(i) {
-                    self.trace.reach(1);
-                    self.trace.say(1, format!(
-                        "The router sent the {len}-token prompt to prefill and to decode, naming bootstrap room {room} for the handoff."
-                    ));
-                }
+                self.record(i, EventKind::Dispatch { prompt_len, room });
                 self.send(self.now + cost::HOP_PREFILL_US, Msg::ToPrefill(i));
                 self.send(self.now + cost::HOP_DECODE_US, Msg::ToDecode(i));
             }
@@ -296,10 +295,6 @@ impl<'b> Sim<'b> {
             }
             Msg::ToDecode(i) => {
                 decode::receive(self, i);
-                self.wake_decode(self.now);
-            }
-            Msg::AbortDecode(i, message, status) => {
-                decode::abort(self, i, &message, status);
                 self.wake_decode(self.now);
             }
             Msg::PrefillTick => {
@@ -320,32 +315,10 @@ impl<'b> Sim<'b> {
             Msg::PrefillAnswer {
                 req,
                 status,
-                message,
-                handoff_complete,
+                finish_reason,
             } => {
-                if policy::router_relays_prefill_error(handoff_complete) {
-                    self.event(req, 7, "router", "relay_abort", format!(
-                        "prefill answered {status} before the handoff; router aborts the decode side"
-                    ));
-                    if self.is_probed(req) {
-                        self.trace.say(7, format!(
-                            "Prefill answered {status} before any handoff; the router forwarded it to decode as an abort (model assumption)."
-                        ));
-                    }
-                    self.send(
-                        self.now + cost::HOP_BACK_US,
-                        Msg::AbortDecode(req, message, status),
-                    );
-                } else {
-                    self.event(req, 7, "router", "drop_prefill_error", format!(
-                        "prefill answered {status} after transfer-complete; router waits for decode's answer"
-                    ));
-                    if self.is_probed(req) {
-                        self.trace.say(7, format!(
-                            "Prefill's own {status} reached the router after transfer-complete and was dropped (model assumption: the router returns decode's answer)."
-                        ));
-                    }
-                }
+                self.entries[req as usize].prefill_answer = Some((status, finish_reason));
+                self.router_combine(req);
             }
             Msg::DecodeAnswer {
                 req,
@@ -353,29 +326,41 @@ impl<'b> Sim<'b> {
                 text,
                 output_ids,
             } => {
-                self.send(
-                    self.now + cost::HOP_BACK_US,
-                    Msg::ClientGets(req, status, text, output_ids),
-                );
-            }
-            Msg::ClientGets(req, status, text, output_ids) => {
-                self.event(
-                    req,
-                    7,
-                    "client",
-                    "response",
-                    format!("HTTP {status}: {text:?}"),
-                );
-                if self.is_probed(req) {
-                    self.trace.reach(7);
-                }
-                self.entries[req as usize].response = Some(Response {
+                self.entries[req as usize].decode_answer = Some(Response {
                     status,
                     text,
                     at_us: self.now,
                     output_ids,
                 });
+                self.router_combine(req);
             }
+            Msg::ClientGets(req) => {
+                let Some(mut answer) = self.entries[req as usize].decode_answer.clone() else {
+                    return;
+                };
+                answer.at_us = self.now;
+                self.record(
+                    req,
+                    EventKind::Response {
+                        status: answer.status,
+                        text: answer.text.clone(),
+                    },
+                );
+                self.entries[req as usize].response = Some(answer);
+            }
+        }
+    }
+
+    /// The PD router waits for both workers' answers and returns decode's
+    /// (see [`crate::policy::router_answer`]).
+    fn router_combine(&mut self, req: u32) {
+        let e = &self.entries[req as usize];
+        let (Some(prefill), Some(decode)) = (&e.prefill_answer, &e.decode_answer) else {
+            return;
+        };
+        if e.response.is_none() && crate::policy::router_answer(prefill.0, decode.status).is_some()
+        {
+            self.send(self.now + cost::HOP_BACK_US, Msg::ClientGets(req));
         }
     }
 
@@ -400,32 +385,44 @@ impl<'b> Sim<'b> {
                 self.marks.transferred.push(w.dst_page);
             }
         }
+        let mut by_req: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for w in &landed {
+            by_req.entry(w.writer.req).or_default().push(w.dst_page);
+        }
+        for (req, pages) in by_req {
+            self.record(
+                req,
+                EventKind::KvLanded {
+                    pages: ranges(&pages),
+                },
+            );
+        }
         self.schedule_landings();
         self.wake_prefill(self.now);
         self.wake_decode(self.now);
     }
 
-    /// Answer from prefill to the router.
-    pub fn prefill_answer(
-        &mut self,
-        at: u64,
-        req: u32,
-        status: u16,
-        message: String,
-        handoff_complete: bool,
-    ) {
+    /// Prefill answers the router with a status and finish reason.
+    pub fn prefill_answer(&mut self, at: u64, req: u32, status: u16, finish_reason: String) {
+        self.record(
+            req,
+            EventKind::WorkerAnswer {
+                worker: Worker::Prefill,
+                status,
+                finish_reason: finish_reason.clone(),
+            },
+        );
         self.send(
             at + cost::HOP_BACK_US,
             Msg::PrefillAnswer {
                 req,
                 status,
-                message,
-                handoff_complete,
+                finish_reason,
             },
         );
     }
 
-    /// Answer from decode to the router (and on to the client).
+    /// Decode answers the router.
     pub fn decode_answer(
         &mut self,
         at: u64,
@@ -434,6 +431,19 @@ impl<'b> Sim<'b> {
         text: String,
         output_ids: Vec<u32>,
     ) {
+        let finish_reason = if status == 200 {
+            "length".to_string()
+        } else {
+            text.clone()
+        };
+        self.record(
+            req,
+            EventKind::WorkerAnswer {
+                worker: Worker::Decode,
+                status,
+                finish_reason,
+            },
+        );
         self.send(
             at + cost::HOP_BACK_US,
             Msg::DecodeAnswer {

@@ -3,10 +3,11 @@
 //! Both workers free pages through here. [`policy::release_rule`] decides
 //! whether the pages may return to the free list at once or must wait for
 //! the room's writes to land and its drain ack (deferred release, SGLang PRs
-//! #35049 / #40645 / #41404). Freed pages keep their bytes unless
-//! `scrub-on-free` is on; with `--kv-canary` they are marked.
+//! #35049 / #40645 / #41402 / #41404, default-on per #41023). Freed pages
+//! keep their bytes unless `scrub-on-free` is on; with `poison-on-free` they
+//! are marked.
 
-use kvw_evidence::{Fix, KvCanaryMode, PoolSide};
+use kvw_evidence::{EventKind, Fix, PoisonMode, PoolSide, Worker};
 
 use super::Sim;
 use crate::policy::{self, Release};
@@ -14,13 +15,25 @@ use crate::policy::{self, Release};
 /// Pages held back until their room drains.
 #[derive(Debug, Clone)]
 pub struct Deferred {
+    pub req: u32,
     pub room: u64,
     pub pages: Vec<u32>,
 }
 
 impl Sim<'_> {
     /// Free `pages` of `side` that belonged to bootstrap `room`, or defer them.
-    pub(super) fn release(&mut self, side: PoolSide, room: u64, pages: Vec<u32>) {
+    pub(super) fn release(&mut self, side: PoolSide, req: u32, room: u64, pages: Vec<u32>) {
+        self.release_or_retry(side, req, room, pages, false);
+    }
+
+    fn release_or_retry(
+        &mut self,
+        side: PoolSide,
+        req: u32,
+        room: u64,
+        pages: Vec<u32>,
+        retry: bool,
+    ) {
         if pages.is_empty() {
             return;
         }
@@ -29,10 +42,27 @@ impl Sim<'_> {
             .channel
             .room(room)
             .is_none_or(|r| r.acked || r.posted == 0);
-        match policy::release_rule(self.channel.inflight(room), acked, self.fixes) {
+        let worker = match side {
+            PoolSide::Prefill => Worker::Prefill,
+            PoolSide::Decode => Worker::Decode,
+        };
+        let rule = policy::release_rule(self.channel.inflight(room), acked, self.fixes);
+        if retry && rule == Release::Defer {
+            self.deferred[side as usize].push(Deferred { req, room, pages });
+            return;
+        }
+        self.record(
+            req,
+            EventKind::Release {
+                worker,
+                pages: pages.len() as u64,
+                deferred: rule == Release::Defer,
+            },
+        );
+        match rule {
             Release::Now => {
                 let scrub = self.fix(Fix::ScrubOnFree);
-                let canary = self.canary_mode() != KvCanaryMode::Off;
+                let canary = self.poison_mode() != PoisonMode::Off;
                 let pool = match side {
                     PoolSide::Prefill => &mut self.prefill_pool,
                     PoolSide::Decode => &mut self.decode_pool,
@@ -41,14 +71,14 @@ impl Sim<'_> {
                     self.counters.double_frees += 1;
                 }
             }
-            Release::Defer => self.deferred[side as usize].push(Deferred { room, pages }),
+            Release::Defer => self.deferred[side as usize].push(Deferred { req, room, pages }),
         }
     }
 
     /// Retry every deferred release of `side`.
     pub(super) fn release_deferred(&mut self, side: PoolSide) {
         for d in std::mem::take(&mut self.deferred[side as usize]) {
-            self.release(side, d.room, d.pages);
+            self.release_or_retry(side, d.req, d.room, d.pages, true);
         }
     }
 }

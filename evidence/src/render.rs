@@ -1,0 +1,467 @@
+//! Sentences rendered from a receipt's facts, in English and Italian.
+//!
+//! Receipts sign facts (typed events and claims), never prose. The command
+//! line and the explorer both call this module, so a reader sees the same
+//! sentence wherever a receipt is shown, and the Italian page is Italian
+//! throughout. It is plain string formatting: no I/O, and it builds for
+//! wasm32 with the rest of the crate.
+
+use crate::predicate::{
+    AbortCause, AssumptionId, Claim, DoorDecision, DoorName, Event, EventKind, Outcome,
+    PoisonMode, PollResult, ProbePredicate, Provenance, Step, StopCause, Worker,
+};
+
+/// A reader's language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lang {
+    En,
+    It,
+}
+
+impl Lang {
+    /// Pick the text of this language.
+    pub fn pick<'a>(self, en: &'a str, it: &'a str) -> &'a str {
+        match self {
+            Lang::En => en,
+            Lang::It => it,
+        }
+    }
+}
+
+macro_rules! say {
+    ($lang:expr, $en:literal, $it:literal $(, $arg:ident = $val:expr)* $(,)?) => {{
+        $(let $arg = $val;)*
+        match $lang {
+            Lang::En => format!($en),
+            Lang::It => format!($it),
+        }
+    }};
+}
+
+/// Name of step `n` (1..=7).
+pub fn step_name(n: u8, lang: Lang) -> &'static str {
+    const EN: [&str; 7] = [
+        "Bootstrap",
+        "Prefill admission",
+        "Prefill forward",
+        "KV transfer",
+        "Decode admission",
+        "Decode attention",
+        "Response",
+    ];
+    const IT: [&str; 7] = [
+        "Bootstrap",
+        "Ammissione in prefill",
+        "Forward di prefill",
+        "Trasferimento KV",
+        "Ammissione in decode",
+        "Attention in decode",
+        "Risposta",
+    ];
+    let i = usize::from(n.clamp(1, 7)) - 1;
+    match lang {
+        Lang::En => EN[i],
+        Lang::It => IT[i],
+    }
+}
+
+/// Short label of a provenance.
+pub fn provenance_label(p: Provenance, lang: Lang) -> &'static str {
+    match p {
+        Provenance::Disclosed => lang.pick("disclosed", "dichiarato"),
+        Provenance::UpstreamTest => lang.pick("upstream test", "test upstream"),
+        Provenance::UpstreamThread => lang.pick("upstream thread", "discussione upstream"),
+        Provenance::UpstreamCode => lang.pick("upstream code", "codice upstream"),
+        Provenance::ModelAssumption => lang.pick("model assumption", "ipotesi del modello"),
+    }
+}
+
+/// How well established a provenance is; a step is as weak as its weakest fact.
+fn strength(p: Provenance) -> u8 {
+    match p {
+        Provenance::Disclosed => 4,
+        Provenance::UpstreamTest => 3,
+        Provenance::UpstreamCode => 2,
+        Provenance::UpstreamThread => 1,
+        Provenance::ModelAssumption => 0,
+    }
+}
+
+/// A step's provenance: that of its least established fact.
+pub fn step_provenance(step: &Step) -> Provenance {
+    step.facts
+        .iter()
+        .map(|f| f.provenance)
+        .min_by_key(|p| strength(*p))
+        .unwrap_or(Provenance::ModelAssumption)
+}
+
+fn worker(w: Worker, lang: Lang) -> &'static str {
+    match w {
+        Worker::Router => "router",
+        Worker::Prefill => "prefill",
+        Worker::Decode => "decode",
+        Worker::Client => lang.pick("client", "client"),
+    }
+}
+
+/// The upstream name of a door.
+pub fn door_name(d: DoorName) -> &'static str {
+    match d {
+        DoorName::PrefillBootstrapQueue => "PrefillBootstrapQueue.add",
+        DoorName::PrefillWaitingQueue => "get_new_batch_prefill",
+        DoorName::PrefillResult => "process_batch_result_disagg_prefill",
+        DoorName::DecodePreallocQueue => "DecodePreallocQueue.add",
+        DoorName::DecodeTransferQueue => "DecodeTransferQueue.pop_transferred",
+    }
+}
+
+fn decision(d: DoorDecision, lang: Lang) -> &'static str {
+    match d {
+        DoorDecision::Admitted => lang.pick("admitted", "ammessa"),
+        DoorDecision::Retired => lang.pick("retired", "ritirata"),
+        DoorDecision::Dropped => lang.pick("dropped", "scartata"),
+        DoorDecision::SentLastChunk => lang.pick("last chunk sent", "ultimo chunk inviato"),
+        DoorDecision::Aborted => lang.pick("aborted", "interrotta"),
+    }
+}
+
+fn cause(c: AbortCause, lang: Lang) -> &'static str {
+    match c {
+        AbortCause::Timeout => lang.pick(
+            "the waiting timeout passed without a complete handoff",
+            "è scaduto il timeout di attesa senza un handoff completo",
+        ),
+        AbortCause::ChecksumMismatch => lang.pick(
+            "the KV checksum did not match",
+            "il checksum KV non corrispondeva",
+        ),
+        AbortCause::AlreadyFinished => lang.pick(
+            "the request was already finished",
+            "la richiesta era già terminata",
+        ),
+        AbortCause::TransferFailed => lang.pick("the transfer failed", "il trasferimento è fallito"),
+    }
+}
+
+fn stop(c: StopCause, lang: Lang) -> &'static str {
+    match c {
+        StopCause::RetiredAtPrefillDoor => lang.pick(
+            "Not reached: prefill's entry door retired the request (PR #38935) before any bootstrap or forward.",
+            "Non raggiunto: la porta d'ingresso di prefill ha ritirato la richiesta (PR #38935) prima di bootstrap e forward.",
+        ),
+        StopCause::RetiredAtDecodeDoor => lang.pick(
+            "Not reached: decode's entry door retired the request (PR #38935) before reserving pages.",
+            "Non raggiunto: la porta d'ingresso di decode ha ritirato la richiesta (PR #38935) prima di prenotare pagine.",
+        ),
+        StopCause::ResultRetired => lang.pick(
+            "Not reached: prefill retired the aborted result (PR #36988), so no handoff reached decode.",
+            "Non raggiunto: prefill ha ritirato il risultato interrotto (PR #36988), quindi nessun handoff è arrivato a decode.",
+        ),
+        StopCause::AbortedBeforeBatch => lang.pick(
+            "Not reached: decode aborted the request before batching it.",
+            "Non raggiunto: decode ha interrotto la richiesta prima di metterla in batch.",
+        ),
+        StopCause::RefusedBeforeRead => lang.pick(
+            "Not reached: the read was refused.",
+            "Non raggiunto: la lettura è stata rifiutata.",
+        ),
+        StopCause::Other => lang.pick("Not reached in this run.", "Non raggiunto in questa esecuzione."),
+    }
+}
+
+/// One sentence for one claim.
+pub fn claim(c: &Claim, lang: Lang) -> String {
+    match c {
+        Claim::Dispatched { prompt_len, room } => say!(lang,
+            "The router sent the {prompt_len}-token prompt to prefill and to decode, naming bootstrap room {room} for the handoff.",
+            "Il router ha inviato il prompt di {prompt_len} token a prefill e a decode, indicando la stanza di bootstrap {room} per l'handoff.",
+            prompt_len = prompt_len, room = room),
+        Claim::InputRejected { worker: w, input_len, cap } => say!(lang,
+            "{w}'s input check rejected {input_len} tokens (cap {cap}): set_finish_with_abort put the rejection in to_finish and replaced the prompt with a 1-token placeholder; finished() stays false.",
+            "Il controllo d'ingresso di {w} ha rifiutato {input_len} token (limite {cap}): set_finish_with_abort ha messo il rifiuto in to_finish e sostituito il prompt con un segnaposto di 1 token; finished() resta falso.",
+            w = worker(*w, lang), input_len = input_len, cap = cap),
+        Claim::InputAccepted { worker: w, input_len, cap } => say!(lang,
+            "{w}'s input check accepted {input_len} tokens (cap {cap}).",
+            "Il controllo d'ingresso di {w} ha accettato {input_len} token (limite {cap}).",
+            w = worker(*w, lang), input_len = input_len, cap = cap),
+        Claim::Door { door, decision: d, finished, to_finish_set } => {
+            let pending = if *to_finish_set {
+                lang.pick("a rejection is pending in to_finish", "un rifiuto è in sospeso in to_finish")
+            } else {
+                lang.pick("to_finish is empty", "to_finish è vuoto")
+            };
+            say!(lang,
+                "Door {door}: finished() → {finished}, {pending}; the request was {d}.",
+                "Porta {door}: finished() → {finished}, {pending}; la richiesta è stata {d}.",
+                door = door_name(*door), finished = finished, pending = pending, d = decision(*d, lang))
+        }
+        Claim::Reserved { pages, tokens, page_size, previously_written } => say!(lang,
+            "Decode reserved {pages} pages of {page_size} tokens for {tokens} tokens; {previously_written} of them still hold bytes of earlier requests (freed pages are not cleared).",
+            "Decode ha prenotato {pages} pagine da {page_size} token per {tokens} token; {previously_written} contengono ancora byte di richieste precedenti (le pagine liberate non vengono azzerate).",
+            pages = pages, page_size = page_size, tokens = tokens, previously_written = previously_written),
+        Claim::NothingReserved => lang.pick(
+            "No KV receiver or page reservation was made on decode for this request.",
+            "Su decode non è stato creato alcun receiver KV né prenotata alcuna pagina per questa richiesta.",
+        ).to_string(),
+        Claim::Forwarded { tokens, prompt_len, pages } => say!(lang,
+            "The prefill forward computed KV for {tokens} of the {prompt_len} prompt tokens, in {pages} prefill page(s).",
+            "Il forward di prefill ha calcolato la KV di {tokens} dei {prompt_len} token del prompt, in {pages} pagina/e di prefill.",
+            tokens = tokens, prompt_len = prompt_len, pages = pages),
+        Claim::HandoffSent { pages_sent, pages_reserved, tokens_covered, prompt_len, with_checksum, stale_tail_slots } => {
+            let mut s = say!(lang,
+                "Prefill sent {pages_sent} page(s) with the final flag while decode had reserved {pages_reserved}: the handoff covers {tokens_covered} of {prompt_len} prompt tokens, yet it will report complete.",
+                "Prefill ha inviato {pages_sent} pagina/e con il flag finale mentre decode ne aveva prenotate {pages_reserved}: l'handoff copre {tokens_covered} di {prompt_len} token del prompt, eppure risulterà completo.",
+                pages_sent = pages_sent, pages_reserved = pages_reserved, tokens_covered = tokens_covered, prompt_len = prompt_len);
+            if *stale_tail_slots > 0 {
+                s += " ";
+                s += &say!(lang,
+                    "A transfer moves whole pages: {stale_tail_slots} slot(s) of the last page carry what prefill's page held before.",
+                    "Un trasferimento sposta pagine intere: {stale_tail_slots} slot dell'ultima pagina portano ciò che la pagina di prefill conteneva prima.",
+                    stale_tail_slots = stale_tail_slots);
+            }
+            if *with_checksum {
+                s += " ";
+                s += lang.pick(
+                    "An Adler-32 checksum of the sent pages travels with the final chunk.",
+                    "Un checksum Adler-32 delle pagine inviate viaggia con il chunk finale.",
+                );
+            }
+            s
+        }
+        Claim::ResultRetired => lang.pick(
+            "Prefill retired the aborted result: KV and metadata freed once, sender.abort() called (best effort), nothing sent to decode.",
+            "Prefill ha ritirato il risultato interrotto: KV e metadati liberati una volta, sender.abort() chiamato (best effort), niente inviato a decode.",
+        ).to_string(),
+        Claim::HandoffAccepted { pages_written, pages_reserved } => say!(lang,
+            "The receiver polled Success with {pages_written} of {pages_reserved} reserved pages written, and finished() was false: decode accepted the handoff.",
+            "Il receiver ha letto Success con {pages_written} delle {pages_reserved} pagine prenotate scritte, e finished() era falso: decode ha accettato l'handoff.",
+            pages_written = pages_written, pages_reserved = pages_reserved),
+        Claim::HandoffAborted { cause: c, status } => say!(lang,
+            "Decode aborted the request before batching it with status {status}: {c}.",
+            "Decode ha interrotto la richiesta prima del batch con stato {status}: {c}.",
+            status = status, c = cause(*c, lang)),
+        Claim::Attended { pages_read, positions, foreign_pages } => {
+            let mut s = say!(lang,
+                "Decode attention read {pages_read} pages for {positions} positions; {foreign_pages} of them were written by other requests.",
+                "L'attention di decode ha letto {pages_read} pagine per {positions} posizioni; {foreign_pages} erano state scritte da altre richieste.",
+                pages_read = pages_read, positions = positions, foreign_pages = foreign_pages);
+            if *foreign_pages > 0 {
+                s += " ";
+                s += lang.pick(
+                    "Their KV entered this request's softmax.",
+                    "La loro KV è entrata nella softmax di questa richiesta.",
+                );
+            }
+            s
+        }
+        Claim::LaterForeignReads { decode_step, pages } => say!(lang,
+            "At decode step {decode_step}, {pages} page(s) of the read set held bytes another request wrote.",
+            "Al passo di decode {decode_step}, {pages} pagina/e lette contenevano byte scritti da un'altra richiesta.",
+            decode_step = decode_step, pages = pages),
+        Claim::PoisonFound { pages, mode } => match mode {
+            PoisonMode::Refuse => say!(lang,
+                "poison-on-free found {pages} freed page(s) in the read set and aborted the request before attention read them.",
+                "poison-on-free ha trovato {pages} pagina/e liberate tra quelle da leggere e ha interrotto la richiesta prima della lettura.",
+                pages = pages),
+            _ => say!(lang,
+                "poison-on-free logged {pages} freed page(s) in the read set and let the read go on.",
+                "poison-on-free ha registrato {pages} pagina/e liberate tra quelle lette e ha lasciato proseguire la lettura.",
+                pages = pages),
+        },
+        Claim::TagRefused { index, page } => say!(lang,
+            "Page tags refused page {page} (entry {index} of the page table): its owner tag is not this request's. The read failed closed.",
+            "I tag di pagina hanno rifiutato la pagina {page} (voce {index} della tabella): il suo tag non è di questa richiesta. La lettura è fallita in modo sicuro.",
+            page = page, index = index),
+        Claim::Answered { prefill_status, decode_status, status, latency_us, outcome: o } => {
+            let secs = seconds(*latency_us);
+            let workers = match (prefill_status, decode_status) {
+                (Some(p), Some(d)) => say!(lang,
+                    "Prefill answered {p} and decode {d}; the router returned decode's answer. ",
+                    "Prefill ha risposto {p} e decode {d}; il router ha restituito la risposta di decode. ",
+                    p = p, d = d),
+                _ => String::new(),
+            };
+            format!(
+                "{workers}{}",
+                say!(lang,
+                    "The client got HTTP {status} after {secs} virtual seconds: {o}.",
+                    "Il client ha ricevuto HTTP {status} dopo {secs} secondi virtuali: {o}.",
+                    status = status, secs = secs, o = outcome_word(*o, lang))
+            )
+        }
+        Claim::NotReached { because } => stop(*because, lang).to_string(),
+    }
+}
+
+fn seconds(us: u64) -> String {
+    format!("{}.{:03}", us / 1_000_000, (us % 1_000_000) / 1_000)
+}
+
+/// One word for an outcome.
+pub fn outcome_word(o: Outcome, lang: Lang) -> &'static str {
+    match o {
+        Outcome::Leak => lang.pick("another tenant's data leaked", "sono trapelati dati di un altro tenant"),
+        Outcome::WrongAnswer => lang.pick("no foreign data, but a wrong answer", "nessun dato altrui, ma una risposta sbagliata"),
+        Outcome::Correct => lang.pick("the request's own, correct answer", "la risposta corretta della richiesta"),
+        Outcome::Refused => lang.pick("an error, no foreign data", "un errore, nessun dato altrui"),
+    }
+}
+
+/// The sentences of one step.
+pub fn step_sentences(step: &Step, lang: Lang) -> Vec<String> {
+    step.facts.iter().map(|f| claim(&f.claim, lang)).collect()
+}
+
+/// One line for the whole run, e.g. `LEAK: HTTP 200 for umbrella carrying acme's canary`.
+pub fn outcome_line(p: &ProbePredicate, lang: Lang) -> String {
+    let v = &p.verdict;
+    let me = p
+        .requests
+        .iter()
+        .find(|r| r.probed)
+        .map_or("?", |r| r.tenant.as_str());
+    let status = v.http_status;
+    let foreign = v.foreign_pages_read;
+    match v.outcome {
+        Outcome::Leak if !v.tenants_leaked.is_empty() => say!(lang,
+            "LEAK: HTTP {status} for tenant {me} carrying {who}'s canary; {foreign} foreign page(s) read.",
+            "FUGA: HTTP {status} per il tenant {me} con il canary di {who}; {foreign} pagina/e altrui lette.",
+            status = status, me = me, who = v.tenants_leaked.join(", "), foreign = foreign),
+        Outcome::Leak => say!(lang,
+            "LEAK: HTTP {status} computed over {foreign} page(s) of other requests.",
+            "FUGA: HTTP {status} calcolato su {foreign} pagina/e di altre richieste.",
+            status = status, foreign = foreign),
+        Outcome::WrongAnswer => lang.pick(
+            "No foreign data, but HTTP 200 with a wrong answer.",
+            "Nessun dato altrui, ma HTTP 200 con una risposta sbagliata.",
+        ).to_string(),
+        Outcome::Correct => lang.pick(
+            "Correct: HTTP 200 with the request's own text.",
+            "Corretto: HTTP 200 con il testo della richiesta stessa.",
+        ).to_string(),
+        Outcome::Refused => {
+            let secs = v.latency_us / 1_000_000;
+            if secs >= 1 {
+                say!(lang, "No leak: HTTP {status} after {secs} s.", "Nessuna fuga: HTTP {status} dopo {secs} s.", status = status, secs = secs)
+            } else {
+                say!(lang, "No leak: HTTP {status} at once.", "Nessuna fuga: HTTP {status} subito.", status = status)
+            }
+        }
+    }
+}
+
+/// What a model assumption says.
+pub fn assumption_text(id: AssumptionId, lang: Lang) -> &'static str {
+    match id {
+        AssumptionId::DecodePool => lang.pick(
+            "The decode pool's size is not in the record. The default holds the whole context, so decode's own input check accepts the prompt and reserves pages for its full length, which is what the disclosed HTTP 200 requires.",
+            "La dimensione del pool di decode non è documentata. Il valore predefinito contiene l'intero contesto, quindi il controllo d'ingresso di decode accetta il prompt e prenota pagine per tutta la sua lunghezza, come richiede l'HTTP 200 dichiarato.",
+        ),
+        AssumptionId::PageSize => lang.pick(
+            "Page size 64 at incident scale comes from SGLang issue #30233, reported on GLM-5.2, not from the GLM-5.3 disclosure.",
+            "La dimensione di pagina 64 alla scala dell'incidente viene dalla issue SGLang #30233, segnalata su GLM-5.2, non dalla dichiarazione su GLM-5.3.",
+        ),
+        AssumptionId::WarmPool => lang.pick(
+            "Before the probe, earlier requests of several tenants filled and freed the decode pool, as in a busy production pool.",
+            "Prima della sonda, richieste precedenti di diversi tenant hanno riempito e liberato il pool di decode, come in un pool di produzione carico.",
+        ),
+        AssumptionId::PageTail => lang.pick(
+            "A transfer moves whole pages, so the unused tail of the last page carries whatever prefill's page held before.",
+            "Un trasferimento sposta pagine intere, quindi la coda inutilizzata dell'ultima pagina porta ciò che la pagina di prefill conteneva prima.",
+        ),
+        AssumptionId::ChecksumScope => lang.pick(
+            "Which pages decode digests is not in the record; the default digests every reserved page. The record also says the checksum did not cover GLM-5.3.",
+            "Quali pagine decode includa nel checksum non è documentato; il valore predefinito include tutte le pagine prenotate. Inoltre il checksum non copriva GLM-5.3.",
+        ),
+        AssumptionId::TagRefusalStatus => lang.pick(
+            "The status a page-tag refusal answers is not in the record (the prototype ran on GLM-5.2 and was switched off); this engine answers 500.",
+            "Lo stato restituito da un rifiuto dei tag di pagina non è documentato (il prototipo girava su GLM-5.2 ed è stato spento); questo motore risponde 500.",
+        ),
+        AssumptionId::PoisonOnFree => lang.pick(
+            "poison-on-free is this project's own defense, not upstream's --kv-canary (which writes and checks canary slots around each forward and is not modelled). The record says SGLang's canary did not cover GLM-5.3.",
+            "poison-on-free è una difesa di questo progetto, non il --kv-canary upstream (che scrive e verifica slot canary attorno a ogni forward e non è modellato). Il canary di SGLang non copriva GLM-5.3.",
+        ),
+        AssumptionId::ScrubOnFree => lang.pick(
+            "scrub-on-free is this project's own defense: freed pages are zeroed.",
+            "scrub-on-free è una difesa di questo progetto: le pagine liberate vengono azzerate.",
+        ),
+    }
+}
+
+/// One line for an event.
+pub fn event_line(e: &Event, lang: Lang) -> String {
+    let body = match &e.kind {
+        EventKind::Dispatch { prompt_len, room } => say!(lang,
+            "router → prefill + decode: {prompt_len} tokens, room {room}",
+            "router → prefill + decode: {prompt_len} token, stanza {room}",
+            prompt_len = prompt_len, room = room),
+        EventKind::InputCheck { worker: w, input_len, cap, rejected } => {
+            let verdict = if *rejected { lang.pick("rejected", "rifiutato") } else { lang.pick("accepted", "accettato") };
+            say!(lang, "{w}: input {input_len} vs cap {cap}: {verdict}", "{w}: input {input_len} contro limite {cap}: {verdict}",
+                w = worker(*w, lang), input_len = input_len, cap = cap, verdict = verdict)
+        }
+        EventKind::Door { worker: w, door, state, decision: d } => say!(lang,
+            "{w}: {door}: finished()={f}, to_finish={t} → {d}",
+            "{w}: {door}: finished()={f}, to_finish={t} → {d}",
+            w = worker(*w, lang), door = door_name(*door), f = state.finished,
+            t = state.to_finish.as_deref().unwrap_or("None"), d = decision(*d, lang)),
+        EventKind::Bootstrap { worker: w, room, metadata_buffer } => say!(lang,
+            "{w}: KV endpoint for room {room}, metadata buffer {metadata_buffer}",
+            "{w}: endpoint KV per la stanza {room}, metadata buffer {metadata_buffer}",
+            w = worker(*w, lang), room = room, metadata_buffer = metadata_buffer),
+        EventKind::Reserve { pages, tokens } => say!(lang,
+            "decode: _pre_alloc reserved {n} page(s) for {tokens} tokens",
+            "decode: _pre_alloc ha prenotato {n} pagina/e per {tokens} token",
+            n = pages.iter().map(|r| r.count).sum::<u64>(), tokens = tokens),
+        EventKind::Handshake { room } => say!(lang, "prefill: handshake for room {room}", "prefill: handshake per la stanza {room}", room = room),
+        EventKind::Forward { from, to, pages } => say!(lang,
+            "prefill: forward over positions {from}..{to} ({pages} page(s))",
+            "prefill: forward sulle posizioni {from}..{to} ({pages} pagina/e)",
+            from = from, to = to, pages = pages),
+        EventKind::KvSend { pages, last, checksum } => say!(lang,
+            "prefill: send_kv_chunk {pages} page(s), last={last}{c}",
+            "prefill: send_kv_chunk {pages} pagina/e, last={last}{c}",
+            pages = pages, last = last, c = checksum.map(|c| format!(", Adler-32 {c:#010x}")).unwrap_or_default()),
+        EventKind::KvLanded { pages } => say!(lang,
+            "transfer: {n} page write(s) landed in decode's pool",
+            "trasferimento: {n} scrittura/e di pagina arrivate nel pool di decode",
+            n = pages.iter().map(|r| r.count).sum::<u64>()),
+        EventKind::SenderAbort { room } => say!(lang, "prefill: sender.abort() for room {room}", "prefill: sender.abort() per la stanza {room}", room = room),
+        EventKind::Poll { worker: w, result } => {
+            let r = match result { PollResult::Transferring => "Transferring", PollResult::Success => "Success", PollResult::Failed => "Failed" };
+            say!(lang, "{w}: poll → {r}", "{w}: poll → {r}", w = worker(*w, lang), r = r)
+        }
+        EventKind::ChecksumCheck { expected, computed, pages } => say!(lang,
+            "decode: checksum over {pages} page(s): expected {expected:#010x}, computed {computed:#010x}",
+            "decode: checksum su {pages} pagina/e: atteso {expected:#010x}, calcolato {computed:#010x}",
+            pages = pages, expected = expected, computed = computed),
+        EventKind::PoisonCheck { pages, mode } => say!(lang,
+            "decode: {pages} poisoned page(s) in the read set (mode {mode})",
+            "decode: {pages} pagina/e avvelenate da leggere (modalità {mode})",
+            pages = pages, mode = mode),
+        EventKind::Attend { decode_step, pages, foreign_pages, token } => say!(lang,
+            "decode: step {decode_step} attended {pages} page(s) ({foreign_pages} foreign), read out token {token}",
+            "decode: il passo {decode_step} ha letto {pages} pagina/e ({foreign_pages} altrui), token {token}",
+            decode_step = decode_step, pages = pages, foreign_pages = foreign_pages, token = token),
+        EventKind::TagRefused { index, page } => say!(lang,
+            "decode: tag check refused page {page} (table entry {index})",
+            "decode: il controllo dei tag ha rifiutato la pagina {page} (voce {index})",
+            page = page, index = index),
+        EventKind::Abort { worker: w, status, message } => say!(lang,
+            "{w}: abort {status}: {message}", "{w}: interruzione {status}: {message}",
+            w = worker(*w, lang), status = status, message = message),
+        EventKind::Release { worker: w, pages, deferred } => {
+            if *deferred {
+                say!(lang, "{w}: {pages} page(s) held until writes drain", "{w}: {pages} pagina/e trattenute fino allo svuotamento delle scritture", w = worker(*w, lang), pages = pages)
+            } else {
+                say!(lang, "{w}: {pages} page(s) freed", "{w}: {pages} pagina/e liberate", w = worker(*w, lang), pages = pages)
+            }
+        }
+        EventKind::WorkerAnswer { worker: w, status, finish_reason } => say!(lang,
+            "{w} → router: {status} {finish_reason}", "{w} → router: {status} {finish_reason}",
+            w = worker(*w, lang), status = status, finish_reason = finish_reason),
+        EventKind::Response { status, .. } => say!(lang, "client ← HTTP {status}", "client ← HTTP {status}", status = status),
+    };
+    format!("{} {} · {body}", seconds(e.at_us), e.rid)
+}
