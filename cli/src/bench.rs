@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use kvw_evidence::bundle::VerifyOptions;
-use kvw_evidence::{sign_predicate, verify_bundle, write_bundle, KvCanaryMode, Scale, Signer};
+use kvw_evidence::{sign_predicate, verify_bundle, write_bundle, PoisonMode, Scale, Signer};
 use kvw_kernels::cpu::{paged_decode_attention, PagedAttention};
 use kvw_kernels::KvLayout;
 use rayon::prelude::*;
@@ -37,7 +37,7 @@ fn best<T>(reps: u32, mut f: impl FnMut() -> T) -> (f64, T) {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let config = incident_config(Scale::Incident, &[], KvCanaryMode::Off, DEFAULT_SEED)?;
+    let config = incident_config(Scale::Incident, &[], PoisonMode::Off, DEFAULT_SEED)?;
     let (secs, p) = best(args.reps, || probe::run(&config));
     let p = p?;
     println!(
@@ -95,7 +95,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let receipts = (0..100u64)
         .into_par_iter()
         .map(|seed| {
-            let c = incident_config(Scale::Walkthrough, &[], KvCanaryMode::Off, seed)?;
+            let c = incident_config(Scale::Walkthrough, &[], PoisonMode::Off, seed)?;
             let p = probe::run(&c)?;
             let name = format!("incident-walkthrough-seed-{seed}.json");
             let env = sign_predicate(&name, &p, &signer)?;

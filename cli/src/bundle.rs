@@ -2,7 +2,7 @@
 //!
 //! One command produces the evidence the project publishes: for each chosen
 //! scale, the incident probe with every combination of the six boolean fix
-//! switches (64 runs), plus `--kv-canary` in `log` and `raise` mode with no
+//! switches (64 runs), plus `poison-on-free` in `log` and `refuse` mode with no
 //! fixes, plus the configuration answer (prefill pool raised to the context
 //! length). Each run is signed and the lot is written with
 //! [`kvw_evidence::write_bundle`], which builds the folder beside its
@@ -18,7 +18,7 @@ use anyhow::{anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use kvw_evidence::bundle::VerifyOptions;
 use kvw_evidence::{
-    sign_predicate, verify_bundle, write_bundle, Fix, KvCanaryMode, ProbeConfig, ProbePredicate,
+    sign_predicate, verify_bundle, write_bundle, Fix, PoisonMode, ProbeConfig, ProbePredicate,
     Scale, Signer,
 };
 use rayon::prelude::*;
@@ -53,7 +53,7 @@ pub struct BundleArgs {
     pub scales: Vec<Scale>,
 
     /// Incident-scale rows: `full` (every combination, as at walkthrough
-    /// scale) or `outcomes` (no fixes, each switch alone, kv-canary log and
+    /// scale) or `outcomes` (no fixes, each switch alone, poison-on-free log and
     /// raise, pool ≥ context) for a smaller published bundle.
     #[arg(long, value_enum, default_value = "full")]
     pub incident_matrix: MatrixSize,
@@ -123,16 +123,16 @@ fn matrix(scales: &[Scale], seed: u64, incident: MatrixSize) -> anyhow::Result<V
             };
             rows.push(Row {
                 name: format!("{prefix}-fixes-{label}.json"),
-                config: probe::incident_config(scale, &fixes, KvCanaryMode::Off, seed)?,
+                config: probe::incident_config(scale, &fixes, PoisonMode::Off, seed)?,
             });
         }
-        for (mode, word) in [(KvCanaryMode::Log, "log"), (KvCanaryMode::Raise, "raise")] {
+        for mode in [PoisonMode::Log, PoisonMode::Refuse] {
             rows.push(Row {
-                name: format!("{prefix}-kv-canary-{word}.json"),
+                name: format!("{prefix}-poison-on-free-{mode}.json"),
                 config: probe::incident_config(scale, &[], mode, seed)?,
             });
         }
-        let base = probe::incident_config(scale, &[], KvCanaryMode::Off, seed)?;
+        let base = probe::incident_config(scale, &[], PoisonMode::Off, seed)?;
         let context = base.context_len;
         rows.push(Row {
             name: format!("{prefix}-pool-ge-context.json"),

@@ -3,8 +3,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand, ValueEnum};
-use kvw_evidence::{sign_predicate, FreeListPolicy, KvCanaryMode, ProbePredicate, Scale, Signer};
+use clap::{Args, Subcommand};
+use kvw_evidence::render::{self, Lang};
+use kvw_evidence::{
+    sign_predicate, ChecksumScope, FreeListPolicy, PageTail, PoisonMode, ProbePredicate, Scale,
+    Signer,
+};
 
 use kvw_engine::config::{incident_config, parse_fixes, validate, with_prefill_pool, DEFAULT_SEED};
 use kvw_engine::probe;
@@ -13,25 +17,6 @@ use kvw_engine::probe;
 pub enum ProbeCommand {
     /// The 2026 incident: an over-long prompt through the PD handoff.
     Incident(IncidentArgs),
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ScaleArg {
-    Walkthrough,
-    Incident,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum CanaryArg {
-    Off,
-    Log,
-    Raise,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FreeListArg {
-    Lifo,
-    Fifo,
 }
 
 /// A parsed `--fixes` value.
@@ -48,23 +33,36 @@ pub struct IncidentArgs {
     #[arg(long, default_value = "none", value_parser = parse_fix_list)]
     pub fixes: FixList,
     /// `walkthrough` (a few drawable pages) or `incident` (the disclosed numbers).
-    #[arg(long, value_enum, default_value = "walkthrough")]
-    pub scale: ScaleArg,
+    #[arg(long, default_value = "walkthrough")]
+    pub scale: Scale,
     /// Seed of the scheduler and of the tenants' documents.
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
-    /// `--kv-canary` mode.
-    #[arg(long, value_enum, default_value = "off")]
-    pub kv_canary: CanaryArg,
+    /// `poison-on-free` (this project's own defense): `off`, `log` or `refuse`.
+    #[arg(long, default_value = "off")]
+    pub poison_on_free: PoisonMode,
     /// Override the prefill pool size in tokens (e.g. 1048576 for "pool ≥ context").
     #[arg(long)]
     pub prefill_pool: Option<u64>,
-    /// Free-list policy of both pools.
-    #[arg(long, value_enum, default_value = "lifo")]
-    pub free_list: FreeListArg,
+    /// Override the decode pool size in tokens (model assumption; the
+    /// default holds the whole context, so decode does not reject).
+    #[arg(long)]
+    pub decode_pool: Option<u64>,
+    /// Free-list policy of both pools: `lifo` or `fifo`.
+    #[arg(long, default_value = "lifo")]
+    pub free_list: FreeListPolicy,
     /// Override the page size in tokens.
     #[arg(long)]
     pub page_size: Option<u32>,
+    /// Pages decode's kv-checksum covers: `reserved` or `received` (model assumption).
+    #[arg(long, default_value = "reserved")]
+    pub checksum_scope: ChecksumScope,
+    /// What the unused tail of the last prefill page carries: `carried` or `zeroed`.
+    #[arg(long, default_value = "carried")]
+    pub page_tail: PageTail,
+    /// Language of the account: `en` or `it`.
+    #[arg(long, default_value = "en", value_parser = parse_lang)]
+    pub lang: Lang,
     /// Print one JSON object (the receipt predicate) instead of the account.
     #[arg(long)]
     pub json: bool,
@@ -79,23 +77,16 @@ pub struct IncidentArgs {
 impl IncidentArgs {
     /// The probe configuration these flags describe.
     pub fn config(&self) -> anyhow::Result<kvw_evidence::ProbeConfig> {
-        let scale = match self.scale {
-            ScaleArg::Walkthrough => Scale::Walkthrough,
-            ScaleArg::Incident => Scale::Incident,
-        };
-        let canary = match self.kv_canary {
-            CanaryArg::Off => KvCanaryMode::Off,
-            CanaryArg::Log => KvCanaryMode::Log,
-            CanaryArg::Raise => KvCanaryMode::Raise,
-        };
         let fixes: Vec<_> = self.fixes.0.clone();
-        let mut c = incident_config(scale, &fixes, canary, self.seed)?;
-        c.free_list = match self.free_list {
-            FreeListArg::Lifo => FreeListPolicy::Lifo,
-            FreeListArg::Fifo => FreeListPolicy::Fifo,
-        };
+        let mut c = incident_config(self.scale, &fixes, self.poison_on_free, self.seed)?;
+        c.free_list = self.free_list;
+        c.checksum_scope = self.checksum_scope;
+        c.page_tail = self.page_tail;
         if let Some(ps) = self.page_size {
             c.page_size = ps;
+        }
+        if let Some(pool) = self.decode_pool {
+            c.decode_pool_tokens = pool;
         }
         if let Some(pool) = self.prefill_pool {
             c = with_prefill_pool(c, pool)?;
@@ -122,7 +113,7 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
         serde_json::to_writer_pretty(&mut out, &predicate)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", account(&predicate))?;
+        write!(out, "{}", account(&predicate, args.lang))?;
     }
     if let Some(path) = &args.out {
         eprintln!("signed receipt written to {}", path.display());
@@ -158,55 +149,44 @@ fn write_receipt(
     Ok(())
 }
 
-/// The readable seven-step account.
-pub fn account(p: &ProbePredicate) -> String {
+fn parse_lang(s: &str) -> Result<Lang, String> {
+    match s {
+        "en" => Ok(Lang::En),
+        "it" => Ok(Lang::It),
+        _ => Err(format!("unknown language '{s}' (known: en, it)")),
+    }
+}
+
+/// The readable seven-step account, rendered from the predicate's facts.
+pub fn account(p: &ProbePredicate, lang: Lang) -> String {
     let c = &p.config;
     let fixes = if c.fixes.is_empty() {
         "none".to_string()
     } else {
-        c.fixes
-            .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(", ")
+        c.fixes.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
     };
     let mut s = String::new();
     s += &format!(
-        "kvw probe incident — scale {:?}, context {} tokens, prefill pool {} tokens, decode pool {} tokens, page {} tokens\n",
+        "kvw probe incident — scale {}, context {} tokens, prefill pool {} tokens, decode pool {} tokens, page {} tokens\n",
         c.scale, c.context_len, c.prefill_pool_tokens, c.decode_pool_tokens, c.page_size
     );
     s += &format!(
-        "input cap min(context-1, pool-1)-5 = {}; fixes: {fixes}; kv-canary: {:?}; free list: {:?}; seed {}\n\n",
-        c.max_req_input_len, c.kv_canary, c.free_list, c.seed
+        "prefill input cap min(context-1, pool-1)-5 = {}; fixes: {fixes}; poison-on-free: {}; free list: {}; seed {}\n\n",
+        c.prefill_input_cap(), c.poison_on_free, c.free_list, c.seed
     );
     for step in &p.steps {
         s += &format!(
             "{}. {} [{}]\n",
             step.step,
-            step.name,
-            provenance_label(step.provenance)
+            render::step_name(step.step, lang),
+            render::provenance_label(render::step_provenance(step), lang)
         );
-        s += &format!("   {}\n", step.summary);
-        if let Some(st) = &step.state {
+        for f in &step.facts {
             s += &format!(
-                "   door {}: to_finish={} finished_reason={} finished()={} prompt {} → origin_input_ids {} — {}\n",
-                st.door,
-                st.to_finish.as_deref().unwrap_or("None"),
-                st.finished_reason.as_deref().unwrap_or("None"),
-                st.finished,
-                st.original_prompt_len,
-                st.origin_input_len,
-                st.decision
-            );
-        }
-        if let Some(v) = &step.pages {
-            let count = |r: &[kvw_evidence::PageRange]| r.iter().map(|x| x.count).sum::<u64>();
-            s += &format!(
-                "   {:?} pool: {} pages reserved, {} written by the handoff, {} read\n",
-                v.pool,
-                count(&v.reserved),
-                count(&v.transferred),
-                count(&v.read)
+                "   {} ({}: {})\n",
+                render::claim(&f.claim, lang),
+                render::provenance_label(f.provenance, lang),
+                f.basis
             );
         }
     }
@@ -215,31 +195,18 @@ pub fn account(p: &ProbePredicate) -> String {
     for c in &v.canaries_leaked {
         text = text.replace(c, &format!(">>>{c}<<<"));
     }
-    s += &format!(
-        "\nHTTP {} after {:.3} s (virtual)\n",
-        v.http_status, v.latency_s
-    );
-    s += &format!("response: {text:?}\n");
-    s += &format!(
-        "verdict: {} (foreign pages read: {}, canaries leaked: {})\n",
-        v.outcome,
-        v.foreign_pages_read,
-        if v.canaries_leaked.is_empty() {
-            "none".into()
-        } else {
-            v.canaries_leaked.join(", ")
+    s += &format!("\nHTTP {} · response: {text:?}\n", v.http_status);
+    s += &format!("verdict: {}\n", render::outcome_line(p, lang));
+    if !p.assumptions.is_empty() {
+        s += &format!("{}\n", lang.pick("model assumptions:", "ipotesi del modello:"));
+        for a in &p.assumptions {
+            s += &format!(
+                "  - {} [{}]\n",
+                render::assumption_text(a.id, lang),
+                a.alternative
+            );
         }
-    );
+    }
     s += &format!("trace sha256: {}\n", p.trace_sha256);
     s
-}
-
-fn provenance_label(p: kvw_evidence::Provenance) -> &'static str {
-    use kvw_evidence::Provenance::*;
-    match p {
-        Disclosed => "disclosed",
-        UpstreamTest => "upstream test",
-        UpstreamThread => "upstream thread",
-        ModelAssumption => "model assumption",
-    }
 }

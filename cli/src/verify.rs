@@ -163,7 +163,7 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
     Ok(ReceiptOk {
         name: verified.name.clone(),
         label: describe(&verified.predicate),
-        outcome: verified.predicate.verdict.outcome.clone(),
+        outcome: kvw_evidence::render::outcome_line(&verified.predicate, kvw_evidence::render::Lang::En),
         reproduced: reproduce,
     })
 }
