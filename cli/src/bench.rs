@@ -102,7 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok((name, env, p))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    write_bundle(&dir, receipts, &signer.public())?;
+    write_bundle(&dir, receipts, &signer)?;
     let opts = VerifyOptions {
         trusted_key: Some(signer.public()),
         reproduce: None,

@@ -195,7 +195,7 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     }
     let count = receipts.len();
     let public = signer.public();
-    let written = write_bundle(&args.out, receipts, &public).map_err(|e| anyhow!("{e}"))?;
+    let written = write_bundle(&args.out, receipts, &signer).map_err(|e| anyhow!("{e}"))?;
 
     // Read back what was written, as a reader would.
     let report = verify_bundle(
