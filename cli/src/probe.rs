@@ -125,7 +125,7 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
         write!(out, "{}", account(&predicate))?;
     }
     if let Some(path) = &args.out {
-        eprintln!("signed receipt written to {}", path.display());
+        errln!("signed receipt written to {}", path.display());
     }
     Ok(())
 }
