@@ -4,6 +4,9 @@
 //! explorer crates, and prints. Errors end the process with one line on
 //! stderr and a non-zero exit code — never a panic, never a partial file.
 
+#[macro_use]
+mod out;
+
 mod bench;
 mod bundle;
 mod keygen;
@@ -51,7 +54,17 @@ fn main() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
+                use std::io::Write as _;
+                let text = e.render().to_string();
+                let mut stdout = std::io::stdout().lock();
+                if stdout
+                    .write_all(text.as_bytes())
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    errln!("error: cannot write to standard output");
+                    return ExitCode::FAILURE;
+                }
                 return ExitCode::SUCCESS;
             }
             let text = e.to_string();
@@ -59,7 +72,7 @@ fn main() -> ExitCode {
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("invalid arguments");
-            eprintln!("{}", line.trim());
+            errln!("{}", out::clean(line.trim()));
             return ExitCode::from(2);
         }
     };
@@ -76,7 +89,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_line(&e));
+            errln!("error: {}", out::clean(&one_line(&e)));
             ExitCode::FAILURE
         }
     }

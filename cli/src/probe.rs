@@ -116,7 +116,7 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
         write!(out, "{}", account(&predicate, args.lang))?;
     }
     if let Some(path) = &args.out {
-        eprintln!("signed receipt written to {}", path.display());
+        errln!("signed receipt written to {}", path.display());
     }
     Ok(())
 }
@@ -163,7 +163,11 @@ pub fn account(p: &ProbePredicate, lang: Lang) -> String {
     let fixes = if c.fixes.is_empty() {
         "none".to_string()
     } else {
-        c.fixes.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
+        c.fixes
+            .iter()
+            .map(|f| f.label())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let mut s = String::new();
     s += &format!(
@@ -198,7 +202,10 @@ pub fn account(p: &ProbePredicate, lang: Lang) -> String {
     s += &format!("\nHTTP {} · response: {text:?}\n", v.http_status);
     s += &format!("verdict: {}\n", render::outcome_line(p, lang));
     if !p.assumptions.is_empty() {
-        s += &format!("{}\n", lang.pick("model assumptions:", "ipotesi del modello:"));
+        s += &format!(
+            "{}\n",
+            lang.pick("model assumptions:", "ipotesi del modello:")
+        );
         for a in &p.assumptions {
             s += &format!(
                 "  - {} [{}]\n",

@@ -38,12 +38,11 @@ fn probe_prints_the_seven_step_account_with_the_leak() {
     let o = kvw(&["probe", "incident"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
-    for (n, name) in kvw_engine::probe::STEP_NAMES.iter().enumerate() {
-        assert!(
-            out.contains(&format!("{}. {name}", n + 1)),
-            "missing step {name}"
-        );
+    for n in 1..=7u8 {
+        let name = kvw_evidence::render::step_name(n, kvw_evidence::render::Lang::En);
+        assert!(out.contains(&format!("{n}. {name}")), "missing step {name}");
     }
+    assert!(out.contains("model assumptions:"), "assumptions are listed");
     assert!(out.contains("HTTP 200"));
     assert!(out.contains(">>>CANARY-acme-"), "leaked canary is marked");
     assert!(out.contains("LEAK"));
@@ -62,26 +61,33 @@ fn probe_json_has_the_documented_fields() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["steps"].as_array().unwrap().len(), 7);
     for s in v["steps"].as_array().unwrap() {
-        assert!(s["step"].is_u64() && s["name"].is_string() && s["events"].is_array());
-        let p = s["provenance"].as_str().unwrap();
-        assert!([
-            "disclosed",
-            "upstream-test",
-            "upstream-thread",
-            "model-assumption"
-        ]
-        .contains(&p));
+        assert!(s["step"].is_u64() && s["events"].is_array() && s["reached"].is_boolean());
+        for f in s["facts"].as_array().unwrap() {
+            assert!(f["claim"]["kind"].is_string() && f["basis"].is_string());
+            let p = f["provenance"].as_str().unwrap();
+            assert!([
+                "disclosed",
+                "upstream-test",
+                "upstream-thread",
+                "upstream-code",
+                "model-assumption"
+            ]
+            .contains(&p));
+        }
+        assert!(s.get("summary").is_none(), "prose is rendered, not signed");
     }
+    assert!(v["events"].as_array().unwrap()[0]["kind"].is_string());
     assert_eq!(
         v["config"]["fixes"],
         serde_json::json!(["retire-unadmitted-reject"])
     );
     let verdict = &v["verdict"];
     assert_eq!(verdict["leak"], false);
-    assert_eq!(verdict["http_status"], 400);
+    assert_eq!(verdict["http_status"], 500);
+    assert_eq!(verdict["outcome"], "refused");
     assert!(verdict["foreign_pages_read"].is_u64());
     assert!(verdict["canaries_leaked"].is_array());
-    assert!(verdict["latency_s"].is_f64());
+    assert!(verdict["latency_us"].as_u64().unwrap() >= 300_000_000);
     assert_eq!(v["trace_sha256"].as_str().unwrap().len(), 64);
 }
 
@@ -105,5 +111,13 @@ fn bad_input_is_one_line_and_non_zero() {
     );
     assert_one_line_error(&["probe", "incident", "--seed", "-3"], "-3");
     assert_one_line_error(&["probe", "incident", "--scale", "huge"], "huge");
+    assert_one_line_error(
+        &["probe", "incident", "--poison-on-free", "raise"],
+        "unknown poison-on-free mode 'raise'",
+    );
+    assert_one_line_error(
+        &["probe", "incident", "--lang", "fr"],
+        "unknown language 'fr'",
+    );
     assert_one_line_error(&["probe", "nothing"], "nothing");
 }

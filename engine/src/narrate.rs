@@ -20,7 +20,8 @@ const PREFILL_PY: &str = "python/sglang/srt/disaggregation/prefill.py";
 const MINI_LB: &str = "python/sglang/srt/disaggregation/mini_lb.py";
 const ADMISSION_TEST: &str =
     "test/registered/unit/disaggregation/test_admission_abort_not_enqueued.py";
-const CLEANUP_TEST: &str = "test/registered/unit/disaggregation/test_prefill_abort_result_cleanup.py";
+const CLEANUP_TEST: &str =
+    "test/registered/unit/disaggregation/test_prefill_abort_result_cleanup.py";
 
 /// The step an event of the probed request belongs to, given the latest
 /// step reached so far.
@@ -80,45 +81,100 @@ fn engine(path: &str, label: &str) -> SourceRef {
 fn sources(claim: &Claim) -> Vec<SourceRef> {
     match claim {
         Claim::InputRejected { .. } => vec![
-            upstream(SCHEDULE_BATCH, Some((2053, 2072)), "Req.set_finish_with_abort(): to_finish and a one-token placeholder"),
+            upstream(
+                SCHEDULE_BATCH,
+                Some((2053, 2072)),
+                "Req.set_finish_with_abort(): to_finish and a one-token placeholder",
+            ),
             engine("engine/src/req.rs", "Req::set_finish_with_abort"),
         ],
-        Claim::Door { door: DoorName::PrefillWaitingQueue, .. } => vec![
-            upstream(SCHEDULE_BATCH, Some((1479, 1481)), "Req.finished() reads only finished_reason"),
+        Claim::Door {
+            door: DoorName::PrefillWaitingQueue,
+            ..
+        } => vec![
+            upstream(
+                SCHEDULE_BATCH,
+                Some((1479, 1481)),
+                "Req.finished() reads only finished_reason",
+            ),
             engine("engine/src/policy.rs", "policy::prefill_admission_door"),
         ],
-        Claim::Door { decision: DoorDecision::Retired, .. } => vec![
-            upstream(ADMISSION_TEST, None, "test_rejected_request_is_retired_at_each_pd_door"),
-            engine("engine/src/policy.rs", "policy::entry_door and is_unadmitted_reject"),
+        Claim::Door {
+            decision: DoorDecision::Retired,
+            ..
+        } => vec![
+            upstream(
+                ADMISSION_TEST,
+                None,
+                "test_rejected_request_is_retired_at_each_pd_door",
+            ),
+            engine(
+                "engine/src/policy.rs",
+                "policy::entry_door and is_unadmitted_reject",
+            ),
         ],
         Claim::Door { .. } => vec![engine("engine/src/policy.rs", "policy::entry_door")],
         Claim::Reserved { .. } | Claim::NothingReserved => vec![
             upstream(DECODE_PY, None, "DecodePreallocQueue._pre_alloc"),
-            engine("engine/src/sim/decode.rs", "prealloc: _pre_alloc from decode's origin_input_ids"),
+            engine(
+                "engine/src/sim/decode.rs",
+                "prealloc: _pre_alloc from decode's origin_input_ids",
+            ),
         ],
         Claim::Forwarded { .. } => vec![
-            upstream(SCHEDULE_BATCH, Some((2053, 2072)), "the placeholder that replaced the prompt"),
+            upstream(
+                SCHEDULE_BATCH,
+                Some((2053, 2072)),
+                "the placeholder that replaced the prompt",
+            ),
             engine("engine/src/sim/prefill.rs", "forward over origin_input_ids"),
         ],
         Claim::HandoffSent { .. } => vec![
-            upstream(PREFILL_PY, None, "process_batch_result_disagg_prefill / send_kv_chunk"),
-            upstream(SCHEDULE_BATCH, Some((1842, 1848)), "update_finish_state() applies to_finish only later"),
-            engine("engine/src/transfer.rs", "TransferChannel::poll: complete once posted writes land"),
+            upstream(
+                PREFILL_PY,
+                None,
+                "process_batch_result_disagg_prefill / send_kv_chunk",
+            ),
+            upstream(
+                SCHEDULE_BATCH,
+                Some((1842, 1848)),
+                "update_finish_state() applies to_finish only later",
+            ),
+            engine(
+                "engine/src/transfer.rs",
+                "TransferChannel::poll: complete once posted writes land",
+            ),
         ],
         Claim::ResultRetired => vec![
-            upstream(CLEANUP_TEST, None, "test_aborted_final_result_releases_hybrid_cache"),
-            engine("engine/src/policy.rs", "policy::prefill_result_action → ResultAction::Retire"),
+            upstream(
+                CLEANUP_TEST,
+                None,
+                "test_aborted_final_result_releases_hybrid_cache",
+            ),
+            engine(
+                "engine/src/policy.rs",
+                "policy::prefill_result_action → ResultAction::Retire",
+            ),
         ],
         Claim::HandoffAccepted { .. } | Claim::HandoffAborted { .. } => vec![
             upstream(DECODE_PY, None, "DecodeTransferQueue.pop_transferred"),
             engine("engine/src/policy.rs", "policy::handoff_door"),
         ],
-        Claim::Attended { .. } | Claim::LaterForeignReads { .. } | Claim::TagRefused { .. } => vec![
-            engine("kernels/src/cpu.rs", "paged_decode_attention over the whole page table"),
-        ],
-        Claim::PoisonFound { .. } => vec![engine("engine/src/sim/decode.rs", "poison-on-free check")],
+        Claim::Attended { .. } | Claim::LaterForeignReads { .. } | Claim::TagRefused { .. } => {
+            vec![engine(
+                "kernels/src/cpu.rs",
+                "paged_decode_attention over the whole page table",
+            )]
+        }
+        Claim::PoisonFound { .. } => {
+            vec![engine("engine/src/sim/decode.rs", "poison-on-free check")]
+        }
         Claim::Answered { .. } => vec![
-            upstream(MINI_LB, None, "MiniLoadBalancer.generate returns decode's status"),
+            upstream(
+                MINI_LB,
+                None,
+                "MiniLoadBalancer.generate returns decode's status",
+            ),
             engine("engine/src/policy.rs", "policy::router_answer"),
         ],
         Claim::Dispatched { .. } | Claim::InputAccepted { .. } | Claim::NotReached { .. } => vec![],
@@ -183,7 +239,8 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
     let mut sent = 0u64;
     let mut landed = 0u64;
     let mut reserved = 0u64;
-    let mut stop: Option<(StopCause, Provenance, String)> = None;
+    // Every place the request stopped, with the step it stopped at.
+    let mut stops: Vec<(u8, StopCause, Provenance, String)> = Vec::new();
     let mut decisive: Option<(Provenance, String)> = None;
     let mut last_poll: Option<PollResult> = None;
     let mut checksum_mismatch = false;
@@ -203,24 +260,51 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
         let mut facts: Vec<Fact> = Vec::new();
         match &e.kind {
             EventKind::Dispatch { prompt_len, room } => facts.push(fact(
-                Claim::Dispatched { prompt_len: *prompt_len, room: *room },
+                Claim::Dispatched {
+                    prompt_len: *prompt_len,
+                    room: *room,
+                },
                 Provenance::Disclosed,
                 "disclosure, step 1: the router tells decode the original prompt length",
             )),
-            EventKind::InputCheck { worker, input_len, cap, rejected } => {
+            EventKind::InputCheck {
+                worker,
+                input_len,
+                cap,
+                rejected,
+            } => {
                 let (provenance, basis) = match (worker, rejected) {
                     (Worker::Decode, _) => (Provenance::ModelAssumption, "assumption:decode-pool"),
-                    (_, true) => (Provenance::Disclosed, "disclosure: every affected prompt exceeded the prefill pool"),
-                    (_, false) => (Provenance::UpstreamCode, "validate_input_length against max_req_input_len"),
+                    (_, true) => (
+                        Provenance::Disclosed,
+                        "disclosure: every affected prompt exceeded the prefill pool",
+                    ),
+                    (_, false) => (
+                        Provenance::UpstreamCode,
+                        "validate_input_length against max_req_input_len",
+                    ),
                 };
                 let claim = if *rejected {
-                    Claim::InputRejected { worker: *worker, input_len: *input_len, cap: *cap }
+                    Claim::InputRejected {
+                        worker: *worker,
+                        input_len: *input_len,
+                        cap: *cap,
+                    }
                 } else {
-                    Claim::InputAccepted { worker: *worker, input_len: *input_len, cap: *cap }
+                    Claim::InputAccepted {
+                        worker: *worker,
+                        input_len: *input_len,
+                        cap: *cap,
+                    }
                 };
                 facts.push(fact(claim, provenance, basis));
             }
-            EventKind::Door { door, state, decision, .. } => {
+            EventKind::Door {
+                door,
+                state,
+                decision,
+                ..
+            } => {
                 step.state = Some(state.clone());
                 let to_finish_set = state.to_finish.is_some();
                 let claim = Claim::Door {
@@ -241,7 +325,7 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                         if nothing {
                             facts.push(fact(Claim::NothingReserved, Provenance::UpstreamTest, basis));
                         }
-                        stop.get_or_insert((cause, Provenance::UpstreamTest, basis.into()));
+                        stops.push((n, cause, Provenance::UpstreamTest, basis.into()));
                         decisive.get_or_insert((Provenance::UpstreamThread, "PR #38935: on 1P1D the rejected request answered 400 at once".into()));
                     }
                     (DoorName::PrefillBootstrapQueue | DoorName::DecodePreallocQueue, _) if to_finish_set => facts.push(fact(
@@ -258,7 +342,7 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                     (DoorName::PrefillResult, DoorDecision::Retired) => {
                         let basis = "PR #36988; upstream test test_aborted_final_result_releases_hybrid_cache";
                         facts.push(fact(Claim::ResultRetired, Provenance::UpstreamTest, basis));
-                        stop.get_or_insert((StopCause::ResultRetired, Provenance::UpstreamTest, basis.into()));
+                        stops.push((n, StopCause::ResultRetired, Provenance::UpstreamTest, basis.into()));
                     }
                     (DoorName::DecodeTransferQueue, DoorDecision::Admitted) => {
                         let short = landed < reserved;
@@ -287,8 +371,8 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                             })
                             .unwrap_or(500);
                         facts.push(fact(Claim::HandoffAborted { cause, status }, provenance, basis));
-                        stop.get_or_insert((StopCause::AbortedBeforeBatch, provenance, basis.into()));
-                        decisive.get_or_insert((provenance, basis.into()));
+                        stops.push((n, StopCause::AbortedBeforeBatch, provenance, basis.into()));
+                        decisive = Some((provenance, basis.into()));
                     }
                     _ => {}
                 }
@@ -304,18 +388,32 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                         page_size: cx.config.page_size,
                         previously_written: previously_written(picture(i), pages),
                     },
-                    if full && rejected_at_prefill { Provenance::Disclosed } else { Provenance::UpstreamCode },
-                    if full && rejected_at_prefill { "disclosure, step 1: decode reserved pages for the original length" } else { "DecodePreallocQueue._pre_alloc reserves len(origin_input_ids)" },
+                    if full && rejected_at_prefill {
+                        Provenance::Disclosed
+                    } else {
+                        Provenance::UpstreamCode
+                    },
+                    if full && rejected_at_prefill {
+                        "disclosure, step 1: decode reserved pages for the original length"
+                    } else {
+                        "DecodePreallocQueue._pre_alloc reserves len(origin_input_ids)"
+                    },
                 ));
             }
             EventKind::Forward { to, pages, .. } => {
                 forwarded = *to;
                 forward_pages = *pages;
             }
-            EventKind::KvSend { pages, last, checksum } => {
+            EventKind::KvSend {
+                pages,
+                last,
+                checksum,
+            } => {
                 sent += pages;
                 if *last {
-                    let stale = if cx.config.page_tail == PageTail::Carried && forwarded % ps != 0 {
+                    let stale = if cx.config.page_tail == PageTail::Carried
+                        && !forwarded.is_multiple_of(ps)
+                    {
                         ps - forwarded % ps
                     } else {
                         0
@@ -336,36 +434,103 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                 }
             }
             EventKind::KvLanded { pages } => landed += pages.iter().map(|r| r.count).sum::<u64>(),
-            EventKind::Poll { worker: Worker::Decode, result } => last_poll = Some(*result),
-            EventKind::ChecksumCheck { expected, computed, .. } => checksum_mismatch = expected != computed,
+            EventKind::Poll {
+                worker: Worker::Decode,
+                result,
+            } => last_poll = Some(*result),
+            EventKind::ChecksumCheck {
+                expected, computed, ..
+            } => checksum_mismatch = expected != computed,
             EventKind::PoisonCheck { pages, mode } => {
-                facts.push(fact(Claim::PoisonFound { pages: *pages, mode: *mode }, Provenance::ModelAssumption, "assumption:poison-on-free"));
+                facts.push(fact(
+                    Claim::PoisonFound {
+                        pages: *pages,
+                        mode: *mode,
+                    },
+                    Provenance::ModelAssumption,
+                    "assumption:poison-on-free",
+                ));
                 if *mode == kvw_evidence::PoisonMode::Refuse {
-                    stop.get_or_insert((StopCause::RefusedBeforeRead, Provenance::ModelAssumption, "assumption:poison-on-free".into()));
-                    decisive.get_or_insert((Provenance::ModelAssumption, "assumption:poison-on-free".into()));
+                    stops.push((
+                        n,
+                        StopCause::RefusedBeforeRead,
+                        Provenance::ModelAssumption,
+                        "assumption:poison-on-free".into(),
+                    ));
+                    decisive = Some((
+                        Provenance::ModelAssumption,
+                        "assumption:poison-on-free".into(),
+                    ));
                 }
             }
-            EventKind::Attend { decode_step: 1, pages, foreign_pages, .. } => facts.push(fact(
-                Claim::Attended { pages_read: *pages, positions: cx.prompt_len, foreign_pages: *foreign_pages },
-                if *foreign_pages > 0 { Provenance::Disclosed } else { Provenance::UpstreamCode },
-                if *foreign_pages > 0 { "disclosure, step 6: decode read every reserved page" } else { "decode attends over req_to_token of the request" },
+            EventKind::Attend {
+                decode_step: 1,
+                pages,
+                foreign_pages,
+                ..
+            } => facts.push(fact(
+                Claim::Attended {
+                    pages_read: *pages,
+                    positions: cx.prompt_len,
+                    foreign_pages: *foreign_pages,
+                },
+                if *foreign_pages > 0 {
+                    Provenance::Disclosed
+                } else {
+                    Provenance::UpstreamCode
+                },
+                if *foreign_pages > 0 {
+                    "disclosure, step 6: decode read every reserved page"
+                } else {
+                    "decode attends over req_to_token of the request"
+                },
             )),
             EventKind::TagRefused { index, page } => {
-                facts.push(fact(Claim::TagRefused { index: *index, page: *page }, Provenance::Disclosed, "disclosure: Cloudflare's read-time page tagging prototype"));
-                decisive.get_or_insert((Provenance::ModelAssumption, "assumption:tag-refusal-status".into()));
+                facts.push(fact(
+                    Claim::TagRefused {
+                        index: *index,
+                        page: *page,
+                    },
+                    Provenance::Disclosed,
+                    "disclosure: Cloudflare's read-time page tagging prototype",
+                ));
+                decisive = Some((
+                    Provenance::ModelAssumption,
+                    "assumption:tag-refusal-status".into(),
+                ));
             }
             EventKind::Response { .. } => {
                 let (provenance, basis) = match cx.outcome {
-                    Outcome::Leak => (Provenance::Disclosed, "disclosure, step 7: HTTP 200 with another customer's data".to_string()),
-                    Outcome::WrongAnswer => (Provenance::ModelAssumption, "assumption:scrub-on-free".to_string()),
-                    Outcome::Correct => (Provenance::UpstreamCode, "a valid request through the normal PD path".to_string()),
-                    Outcome::Refused => decisive.clone().unwrap_or((Provenance::UpstreamCode, "update_finish_state applies decode's pending abort after the step".into())),
+                    Outcome::Leak => (
+                        Provenance::Disclosed,
+                        "disclosure, step 7: HTTP 200 with another customer's data".to_string(),
+                    ),
+                    Outcome::WrongAnswer => (
+                        Provenance::ModelAssumption,
+                        "assumption:scrub-on-free".to_string(),
+                    ),
+                    Outcome::Correct => (
+                        Provenance::UpstreamCode,
+                        "a valid request through the normal PD path".to_string(),
+                    ),
+                    Outcome::Refused => decisive.clone().unwrap_or((
+                        Provenance::UpstreamCode,
+                        "update_finish_state applies decode's pending abort after the step".into(),
+                    )),
                 };
                 let answer = |w: Worker| {
-                    events.iter().zip(requests).rev().find_map(|(e, &r)| match &e.kind {
-                        EventKind::WorkerAnswer { worker, status, .. } if *worker == w && r == cx.probed => Some(*status),
-                        _ => None,
-                    })
+                    events
+                        .iter()
+                        .zip(requests)
+                        .rev()
+                        .find_map(|(e, &r)| match &e.kind {
+                            EventKind::WorkerAnswer { worker, status, .. }
+                                if *worker == w && r == cx.probed =>
+                            {
+                                Some(*status)
+                            }
+                            _ => None,
+                        })
                 };
                 facts.push(fact(
                     Claim::Answered {
@@ -387,15 +552,37 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
     if forwarded > 0 {
         let short = forwarded < cx.prompt_len;
         steps[2].facts.push(fact(
-            Claim::Forwarded { tokens: forwarded, prompt_len: cx.prompt_len, pages: forward_pages },
-            if short { Provenance::Disclosed } else { Provenance::UpstreamCode },
-            if short { "disclosure, step 3: only the placeholder's KV was computed" } else { "prefill forward over the prompt" },
+            Claim::Forwarded {
+                tokens: forwarded,
+                prompt_len: cx.prompt_len,
+                pages: forward_pages,
+            },
+            if short {
+                Provenance::Disclosed
+            } else {
+                Provenance::UpstreamCode
+            },
+            if short {
+                "disclosure, step 3: only the placeholder's KV was computed"
+            } else {
+                "prefill forward over the prompt"
+            },
         ));
     }
-    let (cause, provenance, basis) = stop.unwrap_or((StopCause::Other, Provenance::ModelAssumption, "engine".into()));
     for step in &mut steps {
         if step.facts.is_empty() {
-            step.facts.push(fact(Claim::NotReached { because: cause }, provenance, &basis));
+            // The latest stop before this step explains why it was not reached.
+            let (cause, provenance, basis) = stops
+                .iter()
+                .rev()
+                .find(|(at, ..)| *at < step.step)
+                .map(|(_, c, p, b)| (*c, *p, b.as_str()))
+                .unwrap_or((StopCause::Other, Provenance::ModelAssumption, "engine"));
+            step.facts.push(fact(
+                Claim::NotReached { because: cause },
+                provenance,
+                basis,
+            ));
         }
         let mut srcs: Vec<SourceRef> = Vec::new();
         for f in &step.facts {

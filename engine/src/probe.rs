@@ -149,12 +149,40 @@ pub fn assumptions(c: &ProbeConfig) -> Vec<Assumption> {
             });
         }
     };
-    add(c.scale == Scale::Incident, AssumptionId::PageSize, "--page-size N");
-    add(c.scale == Scale::Incident, AssumptionId::WarmPool, "--scale walkthrough (a pool warmed by two requests)");
-    add(c.page_tail == PageTail::Carried, AssumptionId::PageTail, "--page-tail zeroed");
-    add(c.fixes.contains(&Fix::KvChecksum), AssumptionId::ChecksumScope, "--checksum-scope received");
-    add(c.fixes.contains(&Fix::PageTags), AssumptionId::TagRefusalStatus, "none: the status is fixed at 500");
-    add(c.poison_on_free != PoisonMode::Off, AssumptionId::PoisonOnFree, "--poison-on-free off");
-    add(c.fixes.contains(&Fix::ScrubOnFree), AssumptionId::ScrubOnFree, "--fixes without scrub-on-free");
+    add(
+        c.scale == Scale::Incident,
+        AssumptionId::PageSize,
+        "--page-size N",
+    );
+    add(
+        c.scale == Scale::Incident,
+        AssumptionId::WarmPool,
+        "--scale walkthrough (a pool warmed by two requests)",
+    );
+    add(
+        c.page_tail == PageTail::Carried,
+        AssumptionId::PageTail,
+        "--page-tail zeroed",
+    );
+    add(
+        c.fixes.contains(&Fix::KvChecksum),
+        AssumptionId::ChecksumScope,
+        "--checksum-scope received",
+    );
+    add(
+        c.fixes.contains(&Fix::PageTags),
+        AssumptionId::TagRefusalStatus,
+        "none: the status is fixed at 500",
+    );
+    add(
+        c.poison_on_free != PoisonMode::Off,
+        AssumptionId::PoisonOnFree,
+        "--poison-on-free off",
+    );
+    add(
+        c.fixes.contains(&Fix::ScrubOnFree),
+        AssumptionId::ScrubOnFree,
+        "--fixes without scrub-on-free",
+    );
     out
 }

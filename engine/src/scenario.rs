@@ -32,9 +32,31 @@ pub fn probed_prompt_len(scale: Scale) -> usize {
     }
 }
 
+/// Tenants whose earlier requests warm the decode pool at incident scale.
+const WARM_TENANTS: [&str; 11] = [
+    "initech",
+    "hooli",
+    "stark",
+    "wayne",
+    "wonka",
+    "tyrell",
+    "cyberdyne",
+    "soylent",
+    "oscorp",
+    "vandelay",
+    "massive",
+];
+
+/// Prompt length of each warming request at incident scale: together they
+/// write more decode pages (11 × 1,016) than the probe will reserve (10,646).
+const WARM_PROMPT: usize = 65_000;
+
 /// The incident: `globex` and then `acme` are served normally (acme's
 /// request is the larger one and reuses globex's freed pages), then
-/// `umbrella` sends a prompt the prefill pool cannot hold.
+/// `umbrella` sends a prompt the prefill pool cannot hold. At incident scale
+/// the decode pool is warm first, as a busy production pool is: earlier
+/// requests of eleven more tenants filled and freed it (model assumption
+/// `warm-pool`), so the pages the probe reserves hold real foreign KV.
 pub fn incident(config: &ProbeConfig, rng: &mut impl Rng) -> Vec<Arrival> {
     let (globex_len, acme_len, gap_us) = match config.scale {
         Scale::Walkthrough => (60, 100, 2_000_000),
@@ -53,15 +75,28 @@ pub fn incident(config: &ProbeConfig, rng: &mut impl Rng) -> Vec<Arrival> {
             probed,
         }
     };
-    vec![
-        arrival("globex", 0, globex_len, 20, false),
-        arrival("acme", gap_us / 2 + jitter, acme_len, 28, false),
-        arrival(
-            "umbrella",
-            gap_us + jitter,
-            probed_prompt_len(config.scale),
-            config.max_new_tokens,
-            true,
-        ),
-    ]
+    let mut out = Vec::new();
+    let mut start = 0;
+    if config.scale == Scale::Incident {
+        for (k, tenant) in WARM_TENANTS.iter().enumerate() {
+            out.push(arrival(tenant, k as u64 * 1_000, WARM_PROMPT, 2, false));
+        }
+        start = 10 * gap_us;
+    }
+    out.push(arrival("globex", start, globex_len, 20, false));
+    out.push(arrival(
+        "acme",
+        start + gap_us / 2 + jitter,
+        acme_len,
+        28,
+        false,
+    ));
+    out.push(arrival(
+        "umbrella",
+        start + gap_us + jitter,
+        probed_prompt_len(config.scale),
+        config.max_new_tokens,
+        true,
+    ));
+    out
 }

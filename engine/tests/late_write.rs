@@ -13,7 +13,7 @@ use kvw_engine::probe::{incident_config, with_prefill_pool};
 use kvw_engine::scenario::Arrival;
 use kvw_engine::sim::Sim;
 use kvw_engine::transfer::Fault;
-use kvw_evidence::{Fix, KvCanaryMode, Scale};
+use kvw_evidence::{Fix, PoisonMode, Scale};
 use rand::SeedableRng;
 
 struct Outcome {
@@ -24,7 +24,7 @@ struct Outcome {
 }
 
 fn late_write(fixes: &[Fix]) -> Outcome {
-    let base = incident_config(Scale::Walkthrough, fixes, KvCanaryMode::Off, 9).unwrap();
+    let base = incident_config(Scale::Walkthrough, fixes, PoisonMode::Off, 9).unwrap();
     let config = with_prefill_pool(base, 256).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     let mut arrival = |tenant: &str, at_us: u64, probed: bool| {

@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use kvw_evidence::sample::{sample_config, sample_name, sample_predicate};
-use kvw_evidence::{sign_predicate, write_bundle, Fix, KvCanaryMode, Scale, Signer};
+use kvw_evidence::{sign_predicate, write_bundle, Fix, PoisonMode, Scale, Signer};
 
 fn main() {
     if let Err(e) = run() {
@@ -28,15 +28,15 @@ fn run() -> Result<(), kvw_evidence::EvidenceError> {
         std::process::exit(2);
     };
     let signer = Signer::generate();
-    let rows: [(Scale, &[Fix], KvCanaryMode); 4] = [
-        (Scale::Walkthrough, &[], KvCanaryMode::Off),
+    let rows: [(Scale, &[Fix], PoisonMode); 4] = [
+        (Scale::Walkthrough, &[], PoisonMode::Off),
         (
             Scale::Walkthrough,
             &[Fix::RetireAbortedPrefillResult],
-            KvCanaryMode::Off,
+            PoisonMode::Off,
         ),
-        (Scale::Incident, &[], KvCanaryMode::Off),
-        (Scale::Incident, &Fix::ALL, KvCanaryMode::Log),
+        (Scale::Incident, &[], PoisonMode::Off),
+        (Scale::Incident, &Fix::ALL, PoisonMode::Log),
     ];
     let mut receipts = Vec::new();
     for (scale, fixes, canary) in rows {
@@ -45,7 +45,7 @@ fn run() -> Result<(), kvw_evidence::EvidenceError> {
         let envelope = sign_predicate(&name, &predicate, &signer)?;
         receipts.push((name, envelope, predicate));
     }
-    let written = write_bundle(&out, receipts, &signer.public())?;
+    let written = write_bundle(&out, receipts, &signer)?;
     println!(
         "wrote {} receipts to {} (keyid {})",
         written.receipts,

@@ -275,9 +275,17 @@ pub enum Claim {
     Dispatched { prompt_len: u64, room: u64 },
     /// A worker's input check rejected the prompt: `set_finish_with_abort`
     /// recorded it in `to_finish` and swapped the prompt for one token.
-    InputRejected { worker: Worker, input_len: u64, cap: u64 },
+    InputRejected {
+        worker: Worker,
+        input_len: u64,
+        cap: u64,
+    },
     /// A worker's input check passed.
-    InputAccepted { worker: Worker, input_len: u64, cap: u64 },
+    InputAccepted {
+        worker: Worker,
+        input_len: u64,
+        cap: u64,
+    },
     /// A door looked at the request and decided.
     Door {
         door: DoorName,
@@ -296,7 +304,11 @@ pub enum Claim {
     /// Nothing was reserved on decode for the request.
     NothingReserved,
     /// The prefill forward computed KV.
-    Forwarded { tokens: u64, prompt_len: u64, pages: u64 },
+    Forwarded {
+        tokens: u64,
+        prompt_len: u64,
+        pages: u64,
+    },
     /// Prefill sent its pages with the final flag.
     HandoffSent {
         pages_sent: u64,
@@ -310,7 +322,10 @@ pub enum Claim {
     /// Prefill retired the aborted result: nothing sent, resources freed once.
     ResultRetired,
     /// Decode's receiver polled the handoff complete and decode admitted it.
-    HandoffAccepted { pages_written: u64, pages_reserved: u64 },
+    HandoffAccepted {
+        pages_written: u64,
+        pages_reserved: u64,
+    },
     /// Decode aborted the request before batching it.
     HandoffAborted { cause: AbortCause, status: u16 },
     /// Decode attention read pages for the request's first step.
@@ -585,7 +600,11 @@ pub enum EventKind {
     /// A receiver poll that changed the request's course.
     Poll { worker: Worker, result: PollResult },
     /// Decode checked the KV checksum.
-    ChecksumCheck { expected: u32, computed: u32, pages: u64 },
+    ChecksumCheck {
+        expected: u32,
+        computed: u32,
+        pages: u64,
+    },
     /// Decode found poisoned pages in the read set.
     PoisonCheck { pages: u64, mode: PoisonMode },
     /// Decode attention ran one step.

@@ -295,6 +295,14 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
 
     let statement: Statement = serde_json::from_slice(&payload)
         .map_err(|e| EvidenceError::json("in-toto statement", e))?;
+    // The signed bytes must be exactly the canonical (RFC 8785) JSON of what
+    // they parse to: duplicate keys, whitespace, other key orders or number
+    // spellings would let two parsers read two different statements.
+    let canonical =
+        to_canonical_json(&statement).map_err(|e| EvidenceError::json("in-toto statement", e))?;
+    if canonical != payload {
+        return Err(EvidenceError::NotCanonical);
+    }
     if statement.statement_type != STATEMENT_TYPE {
         return Err(EvidenceError::StatementType {
             found: statement.statement_type,
@@ -309,6 +317,10 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
     };
     if subject.name.is_empty() {
         return Err(EvidenceError::Subject("empty name".into()));
+    }
+    // The name becomes a file name, a URL and HTML; only the strict pattern.
+    if let Err(e) = check_receipt_name(&subject.name) {
+        return Err(EvidenceError::Subject(e.to_string()));
     }
     let digest =
         canonical_sha256(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))?;

@@ -7,8 +7,8 @@
 //! wasm32 with the rest of the crate.
 
 use crate::predicate::{
-    AbortCause, AssumptionId, Claim, DoorDecision, DoorName, Event, EventKind, Outcome,
-    PoisonMode, PollResult, ProbePredicate, Provenance, Step, StopCause, Worker,
+    AbortCause, AssumptionId, Claim, DoorDecision, DoorName, Event, EventKind, Outcome, PoisonMode,
+    PollResult, ProbePredicate, Provenance, Step, StopCause, Worker,
 };
 
 /// A reader's language.
@@ -29,13 +29,12 @@ impl Lang {
 }
 
 macro_rules! say {
-    ($lang:expr, $en:literal, $it:literal $(, $arg:ident = $val:expr)* $(,)?) => {{
-        $(let $arg = $val;)*
+    ($lang:expr, $en:literal, $it:literal $(, $arg:ident = $val:expr)* $(,)?) => {
         match $lang {
-            Lang::En => format!($en),
-            Lang::It => format!($it),
+            Lang::En => format!($en $(, $arg = $val)*),
+            Lang::It => format!($it $(, $arg = $val)*),
         }
-    }};
+    };
 }
 
 /// Name of step `n` (1..=7).
@@ -140,7 +139,9 @@ fn cause(c: AbortCause, lang: Lang) -> &'static str {
             "the request was already finished",
             "la richiesta era già terminata",
         ),
-        AbortCause::TransferFailed => lang.pick("the transfer failed", "il trasferimento è fallito"),
+        AbortCause::TransferFailed => {
+            lang.pick("the transfer failed", "il trasferimento è fallito")
+        }
     }
 }
 
@@ -301,9 +302,18 @@ fn seconds(us: u64) -> String {
 /// One word for an outcome.
 pub fn outcome_word(o: Outcome, lang: Lang) -> &'static str {
     match o {
-        Outcome::Leak => lang.pick("another tenant's data leaked", "sono trapelati dati di un altro tenant"),
-        Outcome::WrongAnswer => lang.pick("no foreign data, but a wrong answer", "nessun dato altrui, ma una risposta sbagliata"),
-        Outcome::Correct => lang.pick("the request's own, correct answer", "la risposta corretta della richiesta"),
+        Outcome::Leak => lang.pick(
+            "another tenant's data leaked",
+            "sono trapelati dati di un altro tenant",
+        ),
+        Outcome::WrongAnswer => lang.pick(
+            "no foreign data, but a wrong answer",
+            "nessun dato altrui, ma una risposta sbagliata",
+        ),
+        Outcome::Correct => lang.pick(
+            "the request's own, correct answer",
+            "la risposta corretta della richiesta",
+        ),
         Outcome::Refused => lang.pick("an error, no foreign data", "un errore, nessun dato altrui"),
     }
 }

@@ -63,16 +63,39 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
     let blocked = !config.fixes.is_empty();
     let status = if blocked { 400 } else { 200 };
     let events = vec![
-        event(0, EventKind::Dispatch { prompt_len: prompt, room: 1000 }),
+        event(
+            0,
+            EventKind::Dispatch {
+                prompt_len: prompt,
+                room: 1000,
+            },
+        ),
         event(
             10,
             EventKind::Reserve {
-                pages: vec![PageRange { first: 0, count: pages }],
+                pages: vec![PageRange {
+                    first: 0,
+                    count: pages,
+                }],
                 tokens: prompt,
             },
         ),
-        event(20, EventKind::Forward { from: 0, to: 1, pages: 1 }),
-        event(30, EventKind::KvSend { pages: 1, last: true, checksum: None }),
+        event(
+            20,
+            EventKind::Forward {
+                from: 0,
+                to: 1,
+                pages: 1,
+            },
+        ),
+        event(
+            30,
+            EventKind::KvSend {
+                pages: 1,
+                last: true,
+                checksum: None,
+            },
+        ),
         event(
             40,
             EventKind::Attend {
@@ -97,22 +120,43 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
         to_finish_set: true,
     };
     let facts: [Vec<Fact>; 7] = [
-        vec![fact(Claim::Dispatched { prompt_len: prompt, room: 1000 }, Provenance::Disclosed)],
         vec![fact(
-            door(if blocked { DoorDecision::Retired } else { DoorDecision::Admitted }),
+            Claim::Dispatched {
+                prompt_len: prompt,
+                room: 1000,
+            },
+            Provenance::Disclosed,
+        )],
+        vec![fact(
+            door(if blocked {
+                DoorDecision::Retired
+            } else {
+                DoorDecision::Admitted
+            }),
             Provenance::UpstreamTest,
         )],
         vec![fact(
-            Claim::Forwarded { tokens: 1, prompt_len: prompt, pages: 1 },
+            Claim::Forwarded {
+                tokens: 1,
+                prompt_len: prompt,
+                pages: 1,
+            },
             Provenance::Disclosed,
         )],
         vec![fact(Claim::ResultRetired, Provenance::UpstreamTest)],
         vec![fact(
-            Claim::HandoffAccepted { pages_written: 1, pages_reserved: pages },
+            Claim::HandoffAccepted {
+                pages_written: 1,
+                pages_reserved: pages,
+            },
             Provenance::ModelAssumption,
         )],
         vec![fact(
-            Claim::Attended { pages_read: pages, positions: prompt, foreign_pages: pages - 1 },
+            Claim::Attended {
+                pages_read: pages,
+                positions: prompt,
+                foreign_pages: pages - 1,
+            },
             Provenance::Disclosed,
         )],
         vec![fact(
@@ -121,7 +165,11 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
                 decode_status: None,
                 status,
                 latency_us: 1_500_000,
-                outcome: if blocked { Outcome::Refused } else { Outcome::Leak },
+                outcome: if blocked {
+                    Outcome::Refused
+                } else {
+                    Outcome::Leak
+                },
             },
             Provenance::Disclosed,
         )],
@@ -174,7 +222,10 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
                 }),
             },
         ],
-        reserved: vec![PageRange { first: 0, count: pages }],
+        reserved: vec![PageRange {
+            first: 0,
+            count: pages,
+        }],
         transferred: vec![PageRange { first: 0, count: 1 }],
         read: vec![PageRange {
             first: 0,
@@ -189,11 +240,19 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
         label: "set_finish_with_abort()".into(),
     });
     let verdict = Verdict {
-        outcome: if blocked { Outcome::Refused } else { Outcome::Leak },
+        outcome: if blocked {
+            Outcome::Refused
+        } else {
+            Outcome::Leak
+        },
         leak: !blocked,
         http_status: status,
         foreign_pages_read: if blocked { 0 } else { pages - 1 },
-        canaries_leaked: if blocked { vec![] } else { vec!["CANARY-acme-1".into()] },
+        canaries_leaked: if blocked {
+            vec![]
+        } else {
+            vec!["CANARY-acme-1".into()]
+        },
         tenants_leaked: if blocked { vec![] } else { vec!["acme".into()] },
         latency_us: 1_500_000,
         response_text: if blocked {

@@ -14,7 +14,7 @@
 //! A probe run produces no external artifact, so the subject is the run's
 //! own record: `name` is the receipt's file name (without folder) and
 //! `digest.sha256` is the SHA-256 of the **canonical JSON of the predicate**
-//! (see [`crate::canonical`]: keys sorted, no whitespace). A verifier
+//! (RFC 8785, see [`crate::canonical`]). A verifier
 //! recomputes it from the predicate it parsed, so the subject pins exactly
 //! that predicate.
 

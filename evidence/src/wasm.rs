@@ -34,7 +34,10 @@ pub fn verify_receipt_json(envelope_json: &str, public_key_json: &str) -> String
             ok: true,
             keyid: Some(key.keyid()),
             name: Some(receipt.name),
-            outcome: Some(receipt.predicate.verdict.outcome),
+            outcome: Some(crate::render::outcome_line(
+                &receipt.predicate,
+                crate::render::Lang::En,
+            )),
             error: None,
         },
         Err(e) => Outcome {

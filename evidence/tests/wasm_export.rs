@@ -3,12 +3,12 @@
 
 use kvw_evidence::sample::{sample_config, sample_predicate};
 use kvw_evidence::wasm::verify_receipt_json;
-use kvw_evidence::{sign_predicate, KvCanaryMode, Scale, Signer};
+use kvw_evidence::{sign_predicate, PoisonMode, Scale, Signer};
 
 #[test]
 fn verifies_and_refuses_as_json() {
     let signer = Signer::from_seed(&[5u8; 32]);
-    let p = sample_predicate(sample_config(Scale::Walkthrough, &[], KvCanaryMode::Off, 2));
+    let p = sample_predicate(sample_config(Scale::Walkthrough, &[], PoisonMode::Off, 2));
     let envelope = sign_predicate("r.json", &p, &signer)
         .unwrap()
         .to_json_pretty();

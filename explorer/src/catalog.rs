@@ -1,7 +1,7 @@
 //! The fix matrix as a set of switches over the site's receipts.
 //!
 //! A receipt's *switch set* is the names of its defenses that are on: every
-//! boolean [`Fix`] in its config, `kv-canary=log` or `kv-canary=raise` for
+//! boolean [`Fix`] in its config, `poison-on-free=log` or `poison-on-free=refuse` for
 //! the canary mode (one switch per mode; at most one is on), and
 //! `pool-covers-context` when the prefill pool holds the whole
 //! context (the configuration fix). Two receipts of the same probe and scale
@@ -11,27 +11,27 @@
 
 use std::collections::BTreeSet;
 
-use kvw_evidence::{Fix, KvCanaryMode, ProbePredicate};
+use kvw_evidence::{Fix, PoisonMode, ProbePredicate};
 
 use crate::model::CatalogEntry;
 
 /// Switch name of the configuration fix (prefill pool ≥ context length).
 pub const POOL_COVERS_CONTEXT: &str = "pool-covers-context";
-/// Switch names of the `--kv-canary` modes.
-pub const KV_CANARY_LOG: &str = "kv-canary=log";
-pub const KV_CANARY_RAISE: &str = "kv-canary=raise";
+/// Switch names of the `poison-on-free` modes (this project's own defense).
+pub const POISON_LOG: &str = "poison-on-free=log";
+pub const POISON_REFUSE: &str = "poison-on-free=refuse";
 
 /// All switch names in display order.
 pub fn all_switches() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Fix::ALL.iter().map(|f| f.name()).collect();
-    names.extend([KV_CANARY_LOG, KV_CANARY_RAISE, POOL_COVERS_CONTEXT]);
+    names.extend([POISON_LOG, POISON_REFUSE, POOL_COVERS_CONTEXT]);
     names
 }
 
 /// Two switches that are modes of the same flag: turning one on turns the
 /// other off.
 fn exclusive(a: &str, b: &str) -> bool {
-    a != b && a.starts_with("kv-canary=") && b.starts_with("kv-canary=")
+    a != b && a.starts_with("poison-on-free=") && b.starts_with("poison-on-free=")
 }
 
 /// The switches that are on in a predicate, in display order.
@@ -42,10 +42,10 @@ pub fn switch_set(predicate: &ProbePredicate) -> Vec<String> {
         .filter(|f| config.fixes.contains(f))
         .map(|f| f.name().to_string())
         .collect();
-    match config.kv_canary {
-        KvCanaryMode::Off => {}
-        KvCanaryMode::Log => on.push(KV_CANARY_LOG.to_string()),
-        KvCanaryMode::Raise => on.push(KV_CANARY_RAISE.to_string()),
+    match config.poison_on_free {
+        PoisonMode::Off => {}
+        PoisonMode::Log => on.push(POISON_LOG.to_string()),
+        PoisonMode::Refuse => on.push(POISON_REFUSE.to_string()),
     }
     if config.prefill_pool_tokens >= config.context_len {
         on.push(POOL_COVERS_CONTEXT.to_string());
@@ -62,7 +62,7 @@ pub fn entry_for(stem: &str, predicate: &ProbePredicate) -> CatalogEntry {
         switches: switch_set(predicate),
         http_status: predicate.verdict.http_status,
         leak: predicate.verdict.leak,
-        outcome: predicate.verdict.outcome.clone(),
+        outcome: kvw_evidence::render::outcome_line(predicate, kvw_evidence::render::Lang::En),
     }
 }
 
@@ -178,18 +178,18 @@ mod tests {
     fn canary_modes_are_one_switch_each_and_exclusive() {
         let catalog = vec![
             entry("base", &[]),
-            entry("log", &[KV_CANARY_LOG]),
-            entry("raise", &[KV_CANARY_RAISE]),
+            entry("log", &[POISON_LOG]),
+            entry("raise", &[POISON_REFUSE]),
         ];
         let from_log = switches_for(&catalog, &catalog[1]);
-        let raise = from_log.iter().find(|s| s.name == KV_CANARY_RAISE).unwrap();
+        let raise = from_log.iter().find(|s| s.name == POISON_REFUSE).unwrap();
         assert!(!raise.on);
         assert_eq!(
             raise.sibling.as_deref(),
             Some("raise"),
             "log → raise, not log+raise"
         );
-        let log = from_log.iter().find(|s| s.name == KV_CANARY_LOG).unwrap();
+        let log = from_log.iter().find(|s| s.name == POISON_LOG).unwrap();
         assert_eq!(log.sibling.as_deref(), Some("base"));
     }
 }

@@ -3,7 +3,7 @@
 //! The compare view puts two receipts side by side; what a reader wants first
 //! is the earliest step at which they differ. Two steps are the same when
 //! what the request went through is the same: its state at the door, the
-//! page picture and the summary. Event timestamps are left out on purpose,
+//! page picture and the claims. Event timestamps are left out on purpose,
 //! since a defense that adds a check shifts every later time without changing
 //! what happens.
 
@@ -11,7 +11,7 @@ use kvw_evidence::{ProbePredicate, Step};
 
 /// Whether two steps tell the same story.
 pub fn same_step(a: &Step, b: &Step) -> bool {
-    a.summary == b.summary && a.state == b.state && a.pages == b.pages
+    a.facts == b.facts && a.state == b.state && a.pages == b.pages
 }
 
 /// The number (1..=7) of the first step where the runs differ, or `None`

@@ -53,21 +53,16 @@ impl Lang {
         }
     }
 
-    /// Italian names of the seven steps; receipts carry the English ones.
-    pub fn step_name(self, step: u8, english: &str) -> String {
-        let it = match step {
-            1 => "Bootstrap",
-            2 => "Ammissione in prefill",
-            3 => "Forward di prefill",
-            4 => "Trasferimento KV",
-            5 => "Ammissione in decode",
-            6 => "Attenzione in decode",
-            7 => "Risposta",
-            _ => english,
-        };
+    /// The same language for the receipt renderer.
+    pub fn render(self) -> kvw_evidence::render::Lang {
         match self {
-            Lang::En => english.to_string(),
-            Lang::It => it.to_string(),
+            Lang::En => kvw_evidence::render::Lang::En,
+            Lang::It => kvw_evidence::render::Lang::It,
         }
+    }
+
+    /// Name of step `step` in this language.
+    pub fn step_name(self, step: u8) -> &'static str {
+        kvw_evidence::render::step_name(step, self.render())
     }
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use base64::Engine as _;
 use kvw_evidence::keys::PublicKey;
 use kvw_evidence::receipt::verify_receipt;
+use kvw_evidence::render;
 use kvw_explorer::sample::write_sample_bundle;
 use kvw_explorer::site::{build_site, SiteOptions};
 
@@ -50,15 +51,17 @@ fn every_step_state_and_response_is_in_the_static_html() {
                 step.step
             );
             assert!(
-                html.contains(&escaped(&step.name)),
+                html.contains(&escaped(render::step_name(step.step, render::Lang::En))),
                 "{stem}: name of step {}",
                 step.step
             );
-            assert!(
-                html.contains(&escaped(&step.summary)),
-                "{stem}: summary of step {}",
-                step.step
-            );
+            for sentence in render::step_sentences(step, render::Lang::En) {
+                assert!(
+                    html.contains(&escaped(&sentence)),
+                    "{stem}: sentence of step {}: {sentence}",
+                    step.step
+                );
+            }
             if let Some(state) = &step.state {
                 assert!(
                     html.contains(&escaped(&state.door)),
@@ -87,7 +90,10 @@ fn every_step_state_and_response_is_in_the_static_html() {
         }
         let verdict = &predicate.verdict;
         assert!(html.contains(&format!("HTTP {}", verdict.http_status)));
-        assert!(html.contains(&escaped(&verdict.outcome)));
+        assert!(html.contains(&escaped(&render::outcome_line(
+            &predicate,
+            render::Lang::En
+        ))));
         for canary in &verdict.canaries_leaked {
             assert!(
                 html.contains(&format!(
@@ -138,7 +144,7 @@ fn incident_scale_pools_are_drawn_as_runs_not_cells() {
 }
 
 #[test]
-fn a_tampered_receipt_gets_a_warning_not_a_replay() {
+fn a_tampered_bundle_is_refused_and_nothing_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
     write_sample_bundle(&bundle).unwrap();
@@ -153,15 +159,30 @@ fn a_tampered_receipt_gets_a_warning_not_a_replay() {
     envelope["payload"] = b64.encode(forged).into();
     fs::write(&path, serde_json::to_vec_pretty(&envelope).unwrap()).unwrap();
 
-    let report = build(&bundle, &out);
-    assert_eq!(report.rejected.len(), 1);
-    let html = fs::read_to_string(out.join("en/incident-walkthrough-none.html")).unwrap();
-    assert!(html.contains("id=\"kvw-warning\""));
-    assert!(html.contains("Not verified"));
-    assert!(
-        !html.contains("id=\"step-1\""),
-        "a tampered receipt must not be replayed"
-    );
+    let mut opts = SiteOptions::new(&bundle, &out);
+    opts.wasm_dir = None;
+    let err = build_site(&opts).expect_err("a tampered bundle is refused");
+    assert!(err.to_string().contains("sha256 mismatch"), "{err}");
+    assert!(!out.exists(), "nothing is written on refusal");
+    let names: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "no temporary folder left behind");
+}
+
+#[test]
+fn a_receipt_under_another_name_is_not_shown_as_verified() {
+    // The browser's check: a genuine receipt fetched as another file.
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    write_sample_bundle(&bundle).unwrap();
+    let envelope =
+        fs::read_to_string(bundle.join("receipts/incident-walkthrough-none.json")).unwrap();
+    let key = fs::read_to_string(bundle.join("kvw.pub.json")).unwrap();
+    let shown = kvw_explorer::trust::check("incident-walkthrough-none", &envelope, &key);
+    assert!(shown.predicate().is_some());
+    let other = kvw_explorer::trust::check("incident-walkthrough-kv-checksum", &envelope, &key);
+    assert!(other.predicate().is_none(), "{other:?}");
+    let hostile = kvw_explorer::trust::check("a\"><img src=x>", &envelope, &key);
+    assert!(hostile.predicate().is_none(), "{hostile:?}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::process::Command;
 use kvw_engine::probe::{incident_config, run};
 use kvw_evidence::bundle::VerifyOptions;
 use kvw_evidence::{
-    sign_predicate, verify_bundle, write_bundle, Fix, KvCanaryMode, ProbeConfig, ProbePredicate,
+    sign_predicate, verify_bundle, write_bundle, Fix, PoisonMode, ProbeConfig, ProbePredicate,
     Scale, Signer,
 };
 
@@ -19,7 +19,7 @@ fn configs() -> Vec<(String, ProbeConfig)> {
     ]
     .into_iter()
     .map(|(name, fixes)| {
-        let c = incident_config(Scale::Walkthrough, &fixes, KvCanaryMode::Off, 2026).unwrap();
+        let c = incident_config(Scale::Walkthrough, &fixes, PoisonMode::Off, 2026).unwrap();
         (format!("incident-walkthrough-{name}.json"), c)
     })
     .collect()
@@ -34,7 +34,7 @@ fn write(dir: &Path, signer: &Signer) {
             (name, env, p)
         })
         .collect();
-    write_bundle(dir, receipts, &signer.public()).unwrap();
+    write_bundle(dir, receipts, &signer).unwrap();
 }
 
 fn reproduce(c: &ProbeConfig) -> Result<ProbePredicate, String> {
@@ -96,9 +96,9 @@ fn a_receipt_whose_config_was_edited_and_resigned_does_not_reproduce() {
     let (name, config) = configs().remove(0);
     let mut p = run(&config).unwrap();
     p.verdict.leak = false;
-    p.verdict.outcome = "No leak (edited)".into();
+    p.verdict.outcome = kvw_evidence::Outcome::Refused;
     let env = sign_predicate(&name, &p, &signer).unwrap();
-    write_bundle(&dir, vec![(name.clone(), env, p)], &signer.public()).unwrap();
+    write_bundle(&dir, vec![(name.clone(), env, p)], &signer).unwrap();
 
     let plain = verify_bundle(
         &dir,

@@ -45,7 +45,12 @@ pub struct DecodeWorker {
 
 /// Record a door decision of decode, with the request's state it read.
 fn door(sim: &mut Sim, d: &DReq, door: DoorName, decision: DoorDecision) {
-    let state = req_state(&d.req, d.original_len, kvw_evidence::render::door_name(door), &format!("{decision:?}"));
+    let state = req_state(
+        &d.req,
+        d.original_len,
+        kvw_evidence::render::door_name(door),
+        &format!("{decision:?}"),
+    );
     sim.record(
         d.idx,
         EventKind::Door {
@@ -124,14 +129,24 @@ fn prealloc(sim: &mut Sim) {
         }
         let probed = sim.is_probed(d.idx);
         if !d.has_receiver && policy::entry_door(&d.req, sim.fixes) == Door::Retire {
-            door(sim, &d, DoorName::DecodePreallocQueue, DoorDecision::Retired);
+            door(
+                sim,
+                &d,
+                DoorName::DecodePreallocQueue,
+                DoorDecision::Retired,
+            );
             d.req.update_finish_state();
             let (status, message) = answer_of(&d.req);
             sim.decode_answer(sim.now, d.idx, status, message, Vec::new());
             continue;
         }
         if !d.has_receiver {
-            door(sim, &d, DoorName::DecodePreallocQueue, DoorDecision::Admitted);
+            door(
+                sim,
+                &d,
+                DoorName::DecodePreallocQueue,
+                DoorDecision::Admitted,
+            );
             d.has_receiver = true;
             if probed {
                 sim.counters.receivers += 1;
@@ -221,7 +236,12 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
             HandoffDecision::Admit => {
                 sim.channel.ack(room);
                 sim.wake_prefill(sim.now + cost::HOP_BACK_US);
-                door(sim, &d, DoorName::DecodeTransferQueue, DoorDecision::Admitted);
+                door(
+                    sim,
+                    &d,
+                    DoorName::DecodeTransferQueue,
+                    DoorDecision::Admitted,
+                );
                 sim.decode.running_batch.push(d);
             }
             HandoffDecision::Abort {
@@ -232,7 +252,12 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
                 if probed && transfer_failure {
                     sim.counters.transfer_failures += 1;
                 }
-                door(sim, &d, DoorName::DecodeTransferQueue, DoorDecision::Aborted);
+                door(
+                    sim,
+                    &d,
+                    DoorName::DecodeTransferQueue,
+                    DoorDecision::Aborted,
+                );
                 sim.record(
                     d.idx,
                     EventKind::Abort {
@@ -254,7 +279,10 @@ fn checksum_pages(sim: &Sim, d: &DReq) -> Vec<u32> {
     match sim.config.checksum_scope {
         kvw_evidence::ChecksumScope::Reserved => d.table.clone(),
         kvw_evidence::ChecksumScope::Received => {
-            let written = sim.channel.room(d.req.bootstrap_room).map_or(0, |r| r.landed);
+            let written = sim
+                .channel
+                .room(d.req.bootstrap_room)
+                .map_or(0, |r| r.landed);
             d.table[..written.min(d.table.len())].to_vec()
         }
     }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use kvw_evidence::{
-    DoorDecision, DoorName, EventKind, Fix, PageTail, PoolSide, PollResult, ProbeConfig, Worker,
+    DoorDecision, DoorName, EventKind, Fix, PageTail, PollResult, PoolSide, ProbeConfig, Worker,
 };
 use kvw_kernels::cpu;
 
@@ -72,8 +72,20 @@ impl PrefillWorker {
 }
 
 /// Record a door decision of prefill, with the request's state it read.
-fn door(sim: &mut Sim, i: u32, req: &Req, original_len: usize, door: DoorName, decision: DoorDecision) {
-    let state = req_state(req, original_len, kvw_evidence::render::door_name(door), &format!("{decision:?}"));
+fn door(
+    sim: &mut Sim,
+    i: u32,
+    req: &Req,
+    original_len: usize,
+    door: DoorName,
+    decision: DoorDecision,
+) {
+    let state = req_state(
+        req,
+        original_len,
+        kvw_evidence::render::door_name(door),
+        &format!("{decision:?}"),
+    );
     sim.record(
         i,
         EventKind::Door {
@@ -105,13 +117,27 @@ pub fn receive(sim: &mut Sim, i: u32) {
     }
     match policy::entry_door(&req, sim.fixes) {
         Door::Retire => {
-            door(sim, i, &req, original_len, DoorName::PrefillBootstrapQueue, DoorDecision::Retired);
+            door(
+                sim,
+                i,
+                &req,
+                original_len,
+                DoorName::PrefillBootstrapQueue,
+                DoorDecision::Retired,
+            );
             req.update_finish_state();
             let (status, msg) = answer_of(&req);
             sim.prefill_answer(sim.now, i, status, msg);
         }
         Door::Admit | Door::DropFinished => {
-            door(sim, i, &req, original_len, DoorName::PrefillBootstrapQueue, DoorDecision::Admitted);
+            door(
+                sim,
+                i,
+                &req,
+                original_len,
+                DoorName::PrefillBootstrapQueue,
+                DoorDecision::Admitted,
+            );
             sim.channel.open(req.bootstrap_room);
             req.metadata_buffer_index = Some(sim.prefill.next_metadata);
             sim.prefill.next_metadata += 1;
@@ -206,7 +232,14 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
         };
         let first_look = p.done == 0;
         if policy::prefill_admission_door(&p.req) == Door::DropFinished {
-            door(sim, p.idx, &p.req, p.original_len, DoorName::PrefillWaitingQueue, DoorDecision::Dropped);
+            door(
+                sim,
+                p.idx,
+                &p.req,
+                p.original_len,
+                DoorName::PrefillWaitingQueue,
+                DoorDecision::Dropped,
+            );
             continue;
         }
         let n = (p.req.input_len() - p.done).min(budget);
@@ -218,7 +251,14 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
         p.pages.extend(pages);
         sim.prefill.history.insert(p.idx, p.pages.clone());
         if first_look {
-            door(sim, p.idx, &p.req, p.original_len, DoorName::PrefillWaitingQueue, DoorDecision::Admitted);
+            door(
+                sim,
+                p.idx,
+                &p.req,
+                p.original_len,
+                DoorName::PrefillWaitingQueue,
+                DoorDecision::Admitted,
+            );
         }
         budget -= n;
         batch.push((p, n));
@@ -306,7 +346,14 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
                 checksum,
                 writer,
             });
-            door(sim, p.idx, &p.req, p.original_len, DoorName::PrefillResult, DoorDecision::SentLastChunk);
+            door(
+                sim,
+                p.idx,
+                &p.req,
+                p.original_len,
+                DoorName::PrefillResult,
+                DoorDecision::SentLastChunk,
+            );
             sim.record(
                 p.idx,
                 EventKind::KvSend {
@@ -319,7 +366,14 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             sim.prefill.inflight_queue.push(p);
         }
         ResultAction::Retire => {
-            door(sim, p.idx, &p.req, p.original_len, DoorName::PrefillResult, DoorDecision::Retired);
+            door(
+                sim,
+                p.idx,
+                &p.req,
+                p.original_len,
+                DoorName::PrefillResult,
+                DoorDecision::Retired,
+            );
             sim.channel.sender_abort(room);
             sim.record(p.idx, EventKind::SenderAbort { room });
             p.req.update_finish_state();

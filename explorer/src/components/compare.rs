@@ -24,6 +24,7 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
     let Some(step) = step else {
         return view! { <td data-label=label>"—"</td> }.into_any();
     };
+    let sentences = kvw_evidence::render::step_sentences(&step, lang.render());
     let state = step.state.map(|s| {
         format!(
             "{}: finished()={} · {} {} → {} · {}",
@@ -53,7 +54,7 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
     });
     view! {
         <td data-label=label>
-            <p lang="en">{step.summary}</p>
+            <ul class="facts">{sentences.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>
             {state.map(|s| view! { <p class="small"><code>{s}</code></p> })}
             {pages.map(|p| view! { <p class="small">{p}</p> })}
         </td>
@@ -87,7 +88,7 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
                 (Some(x), Some(y)) => !same_step(x, y),
                 _ => true,
             };
-            let name = a.as_ref().or(b.as_ref()).map(|s| lang.step_name(n, &s.name)).unwrap_or_default();
+            let name = lang.step_name(n);
             let css = if first == Some(n) { "diverge first" } else if differs { "diverge" } else { "" };
             view! {
                 <tr class=css id=format!("cmp-step-{n}")>
@@ -102,8 +103,13 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
             }
         })
         .collect_view();
-    let verdict =
-        |p: &ProbePredicate| format!("HTTP {} · {}", p.verdict.http_status, p.verdict.outcome);
+    let verdict = |p: &ProbePredicate| {
+        format!(
+            "HTTP {} · {}",
+            p.verdict.http_status,
+            kvw_evidence::render::outcome_line(p, lang.render())
+        )
+    };
     view! {
         <section class="compare" aria-labelledby="compare-h">
             <h1 id="compare-h">{lang.pick("Compare two runs", "Confronta due esecuzioni")}</h1>

@@ -21,6 +21,11 @@ pub fn describe(p: Provenance, lang: Lang) -> (&'static str, &'static str, &'sta
             lang.pick("Upstream unit test", "Test unitario upstream"),
             "upstream-test",
         ),
+        Provenance::UpstreamCode => (
+            "⌘",
+            lang.pick("Upstream source code", "Codice sorgente upstream"),
+            "upstream-code",
+        ),
         Provenance::UpstreamThread => (
             "✎",
             lang.pick("Upstream PR or issue", "PR o issue upstream"),

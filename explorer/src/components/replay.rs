@@ -71,7 +71,7 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
     let names = predicate
         .steps
         .iter()
-        .map(|s| (s.step, lang.step_name(s.step, &s.name)))
+        .map(|s| (s.step, lang.step_name(s.step).to_string()))
         .collect();
     let steps = predicate
         .steps
@@ -86,6 +86,11 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
                 engine_base: engine_base.clone(),
                 engine_commit: predicate.engine.commit.clone(),
                 verdict: (step.step == 7).then(|| predicate.verdict.clone()),
+                events: step
+                    .events
+                    .iter()
+                    .filter_map(|&i| predicate.events.get(i as usize).cloned())
+                    .collect(),
             };
             view! { <StepView step=step.clone() cx=cx/> }
         })

@@ -2,6 +2,7 @@
 //! the static HTML, so the page works as a long document without scripts and
 //! as a one-step-at-a-time stepper with them.
 
+use kvw_evidence::render;
 use kvw_evidence::{Event, Step, Verdict};
 use leptos::prelude::*;
 
@@ -22,6 +23,8 @@ pub struct StepContext {
     pub engine_commit: String,
     /// The run's verdict, drawn under the response step.
     pub verdict: Option<Verdict>,
+    /// The step's events, resolved from the predicate.
+    pub events: Vec<Event>,
 }
 
 #[component]
@@ -34,12 +37,7 @@ fn Events(events: Vec<Event>, lang: Lang) -> impl IntoView {
             <summary>{lang.pick("Events", "Eventi")}" ("{events.len()}")"</summary>
             <ol>
                 {events.into_iter().map(|e| view! {
-                    <li>
-                        <code class="t">{format!("{:.3} ms", e.t_us as f64 / 1000.0)}</code>" "
-                        <span class="actor">{e.actor}</span>" "
-                        <code>{e.kind}</code>" "
-                        {e.detail}
-                    </li>
+                    <li>{render::event_line(&e, lang.render())}</li>
                 }).collect_view()}
             </ol>
         </details>
@@ -54,7 +52,9 @@ pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
     let lang = cx.lang;
     let title_id = format!("step-{n}-title");
     let labelled_by = title_id.clone();
-    let name = lang.step_name(n, &step.name);
+    let name = lang.step_name(n);
+    let sentences = render::step_sentences(&step, lang.render());
+    let provenance = render::step_provenance(&step);
     let narrative = (!cx.narrative.is_empty()).then(|| {
         view! {
             <div class="narrative">
@@ -81,14 +81,30 @@ pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
                 <span class="step-no">{format!("{} {n}/7", lang.pick("Step", "Passo"))}</span>" "
                 <span class="step-name">{name}</span>
             </h3>
-            <ProvenanceBadge provenance=step.provenance lang=lang/>
-            <p class="summary"><span class="label">{lang.pick("This run: ", "Questa esecuzione: ")}</span><span lang="en">{step.summary.clone()}</span></p>
+            <ProvenanceBadge provenance=provenance lang=lang/>
+            <div class="summary">
+                <p class="label">{lang.pick("This run:", "Questa esecuzione:")}</p>
+                <ul class="facts">
+                    {step.facts.iter().zip(sentences).map(|(f, text)| {
+                        let (symbol, label, slug) = super::provenance::describe(f.provenance, lang);
+                        view! {
+                            <li>
+                                {text}" "
+                                <span class=format!("prov-mini prov-{slug}") title=f.basis.clone()>
+                                    <span aria-hidden="true">{symbol}</span>
+                                    <span class="sr-only">{label}</span>
+                                </span>
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+            </div>
             {narrative}
             {state}
             {pages}
             {response}
             <SourceLinks sources=step.sources.clone() engine_base=cx.engine_base.clone() engine_commit=cx.engine_commit.clone() lang=lang/>
-            <Events events=step.events.clone() lang=lang/>
+            <Events events=cx.events.clone() lang=lang/>
         </section>
     }
     .into_any()

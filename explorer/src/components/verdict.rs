@@ -42,7 +42,7 @@ fn ConfigList(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
         ),
         (
             lang.pick("Input cap", "Limite di input"),
-            c.max_req_input_len.to_string(),
+            c.prefill_input_cap().to_string(),
         ),
         (
             lang.pick("Free list", "Lista libera"),
@@ -82,12 +82,22 @@ pub fn VerdictPanel(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
     view! {
         <section class=css aria-labelledby="verdict-h" id="kvw-verdict">
             <h2 id="verdict-h"><span class="verdict-word">{word}</span>" · "<span class="verdict-http">{format!("HTTP {}", v.http_status)}</span></h2>
-            <p class="outcome" id="kvw-outcome">{v.outcome.clone()}</p>
+            <p class="outcome" id="kvw-outcome">{kvw_evidence::render::outcome_line(&predicate, lang.render())}</p>
             <ul class="facts">
                 <li>{lang.pick("Foreign pages read: ", "Pagine altrui lette: ")}<strong>{v.foreign_pages_read.to_string()}</strong></li>
                 <li>{lang.pick("Canaries leaked: ", "Canary trapelati: ")}<strong>{v.canaries_leaked.len().to_string()}</strong></li>
                 <li>{lang.pick("Correct answer: ", "Risposta corretta: ")}<strong>{if v.correct_answer { lang.pick("yes", "sì") } else { lang.pick("no", "no") }}</strong></li>
             </ul>
+            {(!predicate.assumptions.is_empty()).then(|| view! {
+                <details class="assumptions">
+                    <summary>{lang.pick("Model assumptions this run rests on", "Ipotesi del modello su cui poggia questa esecuzione")}" ("{predicate.assumptions.len()}")"</summary>
+                    <ul>
+                        {predicate.assumptions.iter().map(|a| view! {
+                            <li>{kvw_evidence::render::assumption_text(a.id, lang.render())}" "<code>{a.alternative.clone()}</code></li>
+                        }).collect_view()}
+                    </ul>
+                </details>
+            })}
             <ConfigList predicate=predicate.clone() lang=lang/>
         </section>
     }
