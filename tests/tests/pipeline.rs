@@ -34,7 +34,7 @@ fn write(dir: &Path, signer: &Signer) {
             (name, env, p)
         })
         .collect();
-    write_bundle(dir, receipts, &signer).unwrap();
+    write_bundle(dir, receipts, signer).unwrap();
 }
 
 fn reproduce(c: &ProbeConfig) -> Result<ProbePredicate, String> {
