@@ -195,9 +195,8 @@ pub fn release_rule(inflight_writes: usize, peer_acked: bool, fixes: FixSet) -> 
 /// decode's status (prefill's body only feeds logprobs); the Rust gateway
 /// also checks decode's error first. Prefill's own status therefore never
 /// decides the client's answer here. Returns `None` until both answered.
-pub fn router_answer(prefill_status: u16, decode_status: u16) -> Option<u16> {
-    let _ = prefill_status;
-    Some(decode_status)
+pub fn router_answer(prefill_status: Option<u16>, decode_status: Option<u16>) -> Option<u16> {
+    prefill_status.and(decode_status)
 }
 
 /// What retiring a request does to its session (PR #38935).
@@ -304,6 +303,14 @@ mod tests {
             ),
             "the timeout path answers 500 whatever is pending"
         );
+    }
+
+    #[test]
+    fn the_router_returns_decodes_answer_once_both_answered() {
+        assert_eq!(router_answer(Some(400), None), None);
+        assert_eq!(router_answer(None, Some(200)), None);
+        assert_eq!(router_answer(Some(400), Some(500)), Some(500));
+        assert_eq!(router_answer(Some(200), Some(200)), Some(200));
     }
 
     #[test]

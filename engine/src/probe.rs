@@ -16,6 +16,7 @@ pub use crate::config::{incident_config, validate, with_prefill_pool};
 use crate::model;
 use crate::narrate;
 use crate::scenario;
+use crate::sim::cost::Costs;
 use crate::sim::Sim;
 
 /// Version of the incident scenario script.
@@ -39,10 +40,20 @@ pub fn run(config: &ProbeConfig) -> Result<ProbePredicate, ProbeError> {
 
 /// Run the incident probe on a given backend (detect it once for many runs).
 pub fn run_on(config: &ProbeConfig, backend: &Backend) -> Result<ProbePredicate, ProbeError> {
+    run_with_costs(config, backend, Costs::default())
+}
+
+/// Run the incident probe with other hop and step costs (they only order
+/// events; see [`Costs`]).
+pub fn run_with_costs(
+    config: &ProbeConfig,
+    backend: &Backend,
+    costs: Costs,
+) -> Result<ProbePredicate, ProbeError> {
     validate(config)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.seed);
     let arrivals = scenario::incident(config, &mut rng);
-    let mut sim = Sim::new(config.clone(), arrivals, backend);
+    let mut sim = Sim::with_costs(config.clone(), arrivals, backend, costs);
     sim.run();
     assemble(&sim)
 }

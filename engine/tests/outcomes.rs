@@ -343,3 +343,61 @@ fn fifo_hands_out_fresh_pages_first_so_fewer_foreign_pages_are_read() {
     assert!(fifo.verdict.foreign_pages_read < lifo.verdict.foreign_pages_read);
     assert_pre_fix_leaks(&lifo);
 }
+
+#[test]
+fn hop_and_step_costs_order_events_but_never_decide_an_outcome() {
+    use kvw_engine::backend::Backend;
+    use kvw_engine::probe::run_with_costs;
+    use kvw_engine::sim::cost::Costs;
+
+    let d = Costs::default();
+    let variants = [
+        // Decode hears of the request long before prefill does.
+        Costs {
+            hop_prefill_us: 50_000,
+            hop_decode_us: 10,
+            ..d
+        },
+        // Slow hops back, a fast decode loop and slow writes.
+        Costs {
+            hop_back_us: 30_000,
+            decode_step_us: 1_000,
+            write_latency_us: 40_000,
+            write_per_page_us: 100,
+            ..d
+        },
+        // A slow prefill.
+        Costs {
+            prefill_fixed_us: 90_000,
+            prefill_tokens_per_us: 1,
+            ..d
+        },
+    ];
+    let key = |p: &ProbePredicate| {
+        let v = &p.verdict;
+        (
+            v.outcome,
+            v.http_status,
+            v.leak,
+            v.foreign_pages_read,
+            v.response_text.clone(),
+        )
+    };
+    let rows: Vec<Vec<Fix>> = std::iter::once(vec![])
+        .chain(Fix::ALL.iter().map(|f| vec![*f]))
+        .chain(std::iter::once(Fix::ALL.to_vec()))
+        .collect();
+    let backend = Backend::Cpu;
+    let mut latencies = std::collections::BTreeSet::new();
+    for fixes in rows {
+        let c = config(Scale::Walkthrough, &fixes, PoisonMode::Off);
+        let base = run_with_costs(&c, &backend, d).unwrap();
+        for costs in variants {
+            let other = run_with_costs(&c, &backend, costs).unwrap();
+            assert_eq!(key(&base), key(&other), "{fixes:?} with {costs:?}");
+            latencies.insert(other.verdict.latency_us);
+        }
+    }
+    assert!(latencies.len() > 3, "the costs did change the timings");
+    assert_pre_fix_leaks(&walk(&[]));
+}

@@ -15,7 +15,7 @@ use kvw_kernels::cpu::{self, PagedAttention};
 use kvw_kernels::TagCheck;
 
 use super::prefill::answer_of;
-use super::{cost, Sim};
+use super::Sim;
 use crate::model::{self, k_code, v_code, SM_SCALE};
 use crate::policy::{self, Door, HandoffDecision, KvPoll};
 use crate::req::{validate_input_length, FinishReason, Req};
@@ -100,7 +100,7 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     prealloc(sim);
     let mut next = transfer(sim);
     if !sim.decode.running_batch.is_empty() {
-        let end = sim.now + cost::DECODE_STEP_US;
+        let end = sim.now + sim.costs.decode_step_us;
         let running = std::mem::take(&mut sim.decode.running_batch);
         for d in running {
             decode_step(sim, d, end);
@@ -112,7 +112,7 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         && next.is_none()
         && !sim.decode.transfer_queue.is_empty()
     {
-        next = Some(sim.now + cost::DECODE_STEP_US);
+        next = Some(sim.now + sim.costs.decode_step_us);
     }
     next
 }
@@ -165,7 +165,7 @@ fn prealloc(sim: &mut Sim) {
         d.waited_since = sim.now;
         sim.channel
             .receiver_init(d.req.bootstrap_room, d.table.clone());
-        sim.wake_prefill(sim.now + cost::HOP_BACK_US);
+        sim.wake_prefill(sim.now + sim.costs.hop_back_us);
         sim.record(
             d.idx,
             EventKind::Bootstrap {
@@ -235,7 +235,7 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
             HandoffDecision::Wait => sim.decode.transfer_queue.push(d),
             HandoffDecision::Admit => {
                 sim.channel.ack(room);
-                sim.wake_prefill(sim.now + cost::HOP_BACK_US);
+                sim.wake_prefill(sim.now + sim.costs.hop_back_us);
                 door(
                     sim,
                     &d,

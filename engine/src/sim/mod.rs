@@ -35,24 +35,46 @@ pub use prefill::PrefillWorker;
 
 /// Virtual costs (microseconds). Model assumptions; only their order matters.
 pub mod cost {
-    /// Router → prefill hop.
-    pub const HOP_PREFILL_US: u64 = 100;
-    /// Router → decode hop (decode is busy with its running batch).
-    pub const HOP_DECODE_US: u64 = 1_000;
-    /// Worker → router and router → client hops.
-    pub const HOP_BACK_US: u64 = 100;
-    /// Fixed cost of a prefill forward.
-    pub const PREFILL_FIXED_US: u64 = 2_000;
-    /// Prefill throughput: tokens per microsecond.
-    pub const PREFILL_TOKENS_PER_US: u64 = 50;
-    /// One decode step of the running batch.
-    pub const DECODE_STEP_US: u64 = 20_000;
-    /// Latency of a page write on the transfer channel.
-    pub const WRITE_LATENCY_US: u64 = 500;
-    /// Extra latency per page of a chunk.
-    pub const WRITE_PER_PAGE_US: u64 = 1;
     /// Stop the run after this much virtual time.
     pub const HORIZON_US: u64 = 3_600_000_000;
+
+    /// Hop and step costs in virtual microseconds. Model assumptions: they
+    /// order events and never decide an outcome (a test scales them and
+    /// checks that every outcome stays).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Costs {
+        /// Router → prefill hop.
+        pub hop_prefill_us: u64,
+        /// Router → decode hop (decode is busy with its running batch).
+        pub hop_decode_us: u64,
+        /// Worker → router and router → client hops.
+        pub hop_back_us: u64,
+        /// Fixed cost of a prefill forward.
+        pub prefill_fixed_us: u64,
+        /// Prefill throughput: tokens per microsecond.
+        pub prefill_tokens_per_us: u64,
+        /// One decode step of the running batch.
+        pub decode_step_us: u64,
+        /// Latency of a page write on the transfer channel.
+        pub write_latency_us: u64,
+        /// Extra latency per page of a chunk.
+        pub write_per_page_us: u64,
+    }
+
+    impl Default for Costs {
+        fn default() -> Self {
+            Costs {
+                hop_prefill_us: 100,
+                hop_decode_us: 1_000,
+                hop_back_us: 100,
+                prefill_fixed_us: 2_000,
+                prefill_tokens_per_us: 50,
+                decode_step_us: 20_000,
+                write_latency_us: 500,
+                write_per_page_us: 1,
+            }
+        }
+    }
 }
 
 /// A request of the run as the cluster knows it.
@@ -138,6 +160,8 @@ pub struct Sim<'b> {
     pub trace: Trace,
     pub counters: Counters,
     pub marks: ProbeMarks,
+    /// Hop and step costs.
+    pub costs: cost::Costs,
     /// Deferred releases, indexed by `PoolSide as usize`.
     deferred: [Vec<release::Deferred>; 2],
     prefill: PrefillWorker,
@@ -150,6 +174,16 @@ pub struct Sim<'b> {
 
 impl<'b> Sim<'b> {
     pub fn new(config: ProbeConfig, arrivals: Vec<Arrival>, backend: &'b Backend) -> Self {
+        Self::with_costs(config, arrivals, backend, cost::Costs::default())
+    }
+
+    /// A cluster with other hop and step costs.
+    pub fn with_costs(
+        config: ProbeConfig,
+        arrivals: Vec<Arrival>,
+        backend: &'b Backend,
+        costs: cost::Costs,
+    ) -> Self {
         let layout = KvLayout {
             page_size: config.page_size as usize,
             num_kv_heads: 1,
@@ -194,7 +228,8 @@ impl<'b> Sim<'b> {
             layout,
             prefill_pool,
             decode_pool,
-            channel: TransferChannel::new(cost::WRITE_LATENCY_US, cost::WRITE_PER_PAGE_US),
+            channel: TransferChannel::new(costs.write_latency_us, costs.write_per_page_us),
+            costs,
             entries,
             trace: Trace::new(),
             counters: Counters::default(),
@@ -286,8 +321,8 @@ impl<'b> Sim<'b> {
                 let prompt_len = self.entries[i as usize].arrival.prompt.len() as u64;
                 let room = self.entries[i as usize].room;
                 self.record(i, EventKind::Dispatch { prompt_len, room });
-                self.send(self.now + cost::HOP_PREFILL_US, Msg::ToPrefill(i));
-                self.send(self.now + cost::HOP_DECODE_US, Msg::ToDecode(i));
+                self.send(self.now + self.costs.hop_prefill_us, Msg::ToPrefill(i));
+                self.send(self.now + self.costs.hop_decode_us, Msg::ToDecode(i));
             }
             Msg::ToPrefill(i) => {
                 prefill::receive(self, i);
@@ -355,12 +390,12 @@ impl<'b> Sim<'b> {
     /// (see [`crate::policy::router_answer`]).
     fn router_combine(&mut self, req: u32) {
         let e = &self.entries[req as usize];
-        let (Some(prefill), Some(decode)) = (&e.prefill_answer, &e.decode_answer) else {
-            return;
-        };
-        if e.response.is_none() && crate::policy::router_answer(prefill.0, decode.status).is_some()
-        {
-            self.send(self.now + cost::HOP_BACK_US, Msg::ClientGets(req));
+        let answered = crate::policy::router_answer(
+            e.prefill_answer.as_ref().map(|a| a.0),
+            e.decode_answer.as_ref().map(|a| a.status),
+        );
+        if answered.is_some() && e.response.is_none() {
+            self.send(self.now + self.costs.hop_back_us, Msg::ClientGets(req));
         }
     }
 
@@ -413,7 +448,7 @@ impl<'b> Sim<'b> {
             },
         );
         self.send(
-            at + cost::HOP_BACK_US,
+            at + self.costs.hop_back_us,
             Msg::PrefillAnswer {
                 req,
                 status,
@@ -445,7 +480,7 @@ impl<'b> Sim<'b> {
             },
         );
         self.send(
-            at + cost::HOP_BACK_US,
+            at + self.costs.hop_back_us,
             Msg::DecodeAnswer {
                 req,
                 status,

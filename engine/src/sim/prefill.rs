@@ -13,7 +13,7 @@ use kvw_evidence::{
 };
 use kvw_kernels::cpu;
 
-use super::{cost, Sim};
+use super::Sim;
 use crate::model::{k_code, v_code};
 use crate::policy::{self, Door, KvPoll, ResultAction};
 use crate::req::{validate_input_length, FinishReason, Req};
@@ -203,7 +203,7 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     let mut next = None;
     if !batch.is_empty() {
         let tokens: usize = batch.iter().map(|(_, n)| n).sum();
-        let dur = cost::PREFILL_FIXED_US + tokens as u64 / cost::PREFILL_TOKENS_PER_US;
+        let dur = sim.costs.prefill_fixed_us + tokens as u64 / sim.costs.prefill_tokens_per_us;
         let end = sim.now + dur;
         for (p, n) in batch {
             let p = forward(sim, p, n);
@@ -216,7 +216,7 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     poll_inflight(sim);
     if next.is_none() && !sim.prefill.waiting_queue.is_empty() && sim.prefill_pool.free_pages() > 0
     {
-        next = Some(sim.now + cost::PREFILL_FIXED_US);
+        next = Some(sim.now + sim.costs.prefill_fixed_us);
     }
     next
 }
