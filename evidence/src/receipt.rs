@@ -273,6 +273,40 @@ impl VerifiedStatement {
     }
 }
 
+/// Open a DSSE envelope signed by `key` and return the in-toto Statement it
+/// carries: the `payloadType`, the signature, the Statement's `_type`, and
+/// that the signed bytes are exactly the canonical (RFC 8785) JSON of what
+/// they parse to — duplicate keys, whitespace, other key orders or number
+/// spellings would let two parsers read two different statements. Receipts
+/// and the bundle manifest are both opened here.
+pub(crate) fn open_statement(
+    bytes: &[u8],
+    key: &PublicKey,
+    what: &'static str,
+) -> Result<Statement, EvidenceError> {
+    let envelope = Envelope::from_json(bytes)?;
+    if envelope.payload_type != PAYLOAD_TYPE {
+        return Err(EvidenceError::PayloadType {
+            found: envelope.payload_type,
+            expected: PAYLOAD_TYPE,
+        });
+    }
+    let payload = envelope.verify(key)?;
+    let statement: Statement =
+        serde_json::from_slice(&payload).map_err(|e| EvidenceError::json(what, e))?;
+    let canonical = to_canonical_json(&statement).map_err(|e| EvidenceError::json(what, e))?;
+    if canonical != payload {
+        return Err(EvidenceError::NotCanonical);
+    }
+    if statement.statement_type != STATEMENT_TYPE {
+        return Err(EvidenceError::StatementType {
+            found: statement.statement_type,
+            expected: STATEMENT_TYPE,
+        });
+    }
+    Ok(statement)
+}
+
 /// Verify a receipt of any predicate kind: size, envelope, `payloadType`,
 /// the signature of `key`, the Statement's `_type`, exactly one subject whose
 /// digest is the canonical SHA-256 of the predicate.
@@ -284,31 +318,7 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
             limit: MAX_RECEIPT_BYTES,
         });
     }
-    let envelope = Envelope::from_json(bytes)?;
-    if envelope.payload_type != PAYLOAD_TYPE {
-        return Err(EvidenceError::PayloadType {
-            found: envelope.payload_type,
-            expected: PAYLOAD_TYPE,
-        });
-    }
-    let payload = envelope.verify(key)?;
-
-    let statement: Statement = serde_json::from_slice(&payload)
-        .map_err(|e| EvidenceError::json("in-toto statement", e))?;
-    // The signed bytes must be exactly the canonical (RFC 8785) JSON of what
-    // they parse to: duplicate keys, whitespace, other key orders or number
-    // spellings would let two parsers read two different statements.
-    let canonical =
-        to_canonical_json(&statement).map_err(|e| EvidenceError::json("in-toto statement", e))?;
-    if canonical != payload {
-        return Err(EvidenceError::NotCanonical);
-    }
-    if statement.statement_type != STATEMENT_TYPE {
-        return Err(EvidenceError::StatementType {
-            found: statement.statement_type,
-            expected: STATEMENT_TYPE,
-        });
-    }
+    let statement = open_statement(bytes, key, "in-toto statement")?;
     let [subject] = statement.subject.as_slice() else {
         return Err(EvidenceError::Subject(format!(
             "{} subjects, expected exactly one",

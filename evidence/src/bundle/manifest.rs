@@ -84,27 +84,7 @@ pub fn verify(bytes: &[u8], key: &PublicKey) -> Result<BTreeMap<String, String>,
 }
 
 fn verify_inner(bytes: &[u8], key: &PublicKey) -> Result<BTreeMap<String, String>, EvidenceError> {
-    let envelope = Envelope::from_json(bytes)?;
-    if envelope.payload_type != PAYLOAD_TYPE {
-        return Err(EvidenceError::PayloadType {
-            found: envelope.payload_type,
-            expected: PAYLOAD_TYPE,
-        });
-    }
-    let payload = envelope.verify(key)?;
-    let statement: Statement = serde_json::from_slice(&payload)
-        .map_err(|e| EvidenceError::json("manifest statement", e))?;
-    let canonical =
-        to_canonical_json(&statement).map_err(|e| EvidenceError::json("manifest statement", e))?;
-    if canonical != payload {
-        return Err(EvidenceError::NotCanonical);
-    }
-    if statement.statement_type != STATEMENT_TYPE {
-        return Err(EvidenceError::StatementType {
-            found: statement.statement_type,
-            expected: STATEMENT_TYPE,
-        });
-    }
+    let statement = crate::receipt::open_statement(bytes, key, "manifest statement")?;
     if statement.predicate_type != MANIFEST_PREDICATE_TYPE {
         return Err(EvidenceError::UnknownPredicate {
             found: statement.predicate_type,
