@@ -19,7 +19,10 @@ fn main() {
     let start = Instant::now();
     let mut largest = None;
     println!("kvw-check bench: all fixes, faults aborts=1 late-write=1 lost-ack=1, 2 tenants, 8 decode pages, dfs + symmetry on {threads} thread(s), budget {budget} s");
-    println!("{:>8} {:>12} {:>12} {:>6} {:>9} {:>12}  result", "requests", "states", "unique", "depth", "seconds", "states/s");
+    println!(
+        "{:>8} {:>12} {:>12} {:>6} {:>9} {:>12}  result",
+        "requests", "states", "unique", "depth", "seconds", "states/s"
+    );
     for requests in 2..=6u32 {
         let left = Duration::from_secs(budget).saturating_sub(start.elapsed());
         if left.is_zero() {

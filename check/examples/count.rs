@@ -12,7 +12,9 @@ fn main() {
     let opts = match (|| -> Result<CheckOptions, String> {
         Ok(CheckOptions {
             fixes: parse_fixes(&arg(0, "none")).map_err(|e| e.to_string())?,
-            requests: arg(1, "2").parse().map_err(|_| "requests must be a number")?,
+            requests: arg(1, "2")
+                .parse()
+                .map_err(|_| "requests must be a number")?,
             faults: parse_faults(&arg(2, "none")).map_err(|e| e.to_string())?,
             strategy: if arg(3, "bfs") == "dfs" {
                 Strategy::DfsSymmetry

@@ -230,7 +230,10 @@ impl ModelReq {
             origin_input_ids.len(),
             output_ids,
             max_new_tokens,
-            (to_finish.as_ref().map(reason_key), finished_reason.as_ref().map(reason_key)),
+            (
+                to_finish.as_ref().map(reason_key),
+                finished_reason.as_ref().map(reason_key),
+            ),
             metadata_buffer_index,
             retraction_backup.as_ref().map(|b| b.tokens),
             (is_retracted, is_rebootstrap),
@@ -425,9 +428,7 @@ impl Action {
             Action::Land(_)
             | Action::Cancel(_)
             | Action::AckDelivered(..)
-            | Action::AckLost(..) => {
-                "channel"
-            }
+            | Action::AckLost(..) => "channel",
         }
     }
 }
@@ -577,7 +578,11 @@ impl PdModel {
         match policy::release_rule(Self::inflight(s, r), acked, self.fixes()) {
             Release::Now => self.free(s, side, r, &pages),
             Release::Defer => {
-                s.deferred.push(Deferred { side, req: r, pages });
+                s.deferred.push(Deferred {
+                    side,
+                    req: r,
+                    pages,
+                });
                 s.deferred.sort();
             }
         }
@@ -600,7 +605,14 @@ impl PdModel {
                 free.push(p);
             }
             if double {
-                add(s, Violation::DoubleFree { side, req: r, page: p });
+                add(
+                    s,
+                    Violation::DoubleFree {
+                        side,
+                        req: r,
+                        page: p,
+                    },
+                );
             }
         }
     }
@@ -666,17 +678,18 @@ impl PdModel {
         let rs = &s.reqs[r as usize];
         let req = &rs.dreq.as_ref()?.0;
         let poll = Self::poll(&rs.room);
-        let checksum_ok = (self.fixes().has(Fix::KvChecksum) && poll == KvPoll::Success).then(|| {
-            let me = Writer::Req(r, req.generation);
-            rs.room.checksum.is_some_and(|(n, generation)| {
-                usize::from(n) == rs.table.len()
-                    && generation == req.generation
-                    && rs
-                        .table
-                        .iter()
-                        .all(|&p| s.decode[p as usize].writer == Some(me))
-            })
-        });
+        let checksum_ok =
+            (self.fixes().has(Fix::KvChecksum) && poll == KvPoll::Success).then(|| {
+                let me = Writer::Req(r, req.generation);
+                rs.room.checksum.is_some_and(|(n, generation)| {
+                    usize::from(n) == rs.table.len()
+                        && generation == req.generation
+                        && rs
+                            .table
+                            .iter()
+                            .all(|&p| s.decode[p as usize].writer == Some(me))
+                })
+            });
         let waited = if timed_out { TIMEOUT_US } else { 0 };
         Some(policy::handoff_door(
             req,
@@ -793,7 +806,9 @@ impl PdModel {
                 let i = s.writes.iter().position(|x| *x == w)?;
                 s.writes.remove(i);
             }
-            Action::AckDelivered(side, r) => *ack_of(&mut s.reqs[r as usize].room, side) = Ack::Delivered,
+            Action::AckDelivered(side, r) => {
+                *ack_of(&mut s.reqs[r as usize].room, side) = Ack::Delivered
+            }
             Action::AckLost(side, r) => {
                 s.lost_acks_left -= 1;
                 *ack_of(&mut s.reqs[r as usize].room, side) = Ack::Lost;
@@ -819,7 +834,9 @@ impl PdModel {
         match policy::entry_door(&req, self.fixes()) {
             Door::Retire => {
                 req.update_finish_state();
-                let status = req.effective_finish().map_or(500, FinishReason::status_code);
+                let status = req
+                    .effective_finish()
+                    .map_or(500, FinishReason::status_code);
                 let rs = &mut s.reqs[r as usize];
                 rs.preq = Some(ModelReq(req));
                 rs.pstage = PStage::Done;
@@ -871,7 +888,11 @@ impl PdModel {
                     let Some(&d) = dst.get(i) else { break };
                     rs.room.posted += 1;
                     sent += 1;
-                    s.writes.push(Write { req: r, src, dst: d });
+                    s.writes.push(Write {
+                        req: r,
+                        src,
+                        dst: d,
+                    });
                 }
                 // Canonical order: by request, each room's writes in post order.
                 s.writes.sort_by_key(|w| w.req);
@@ -890,7 +911,9 @@ impl PdModel {
             ResultAction::Retire => {
                 rs.room.sender_aborted = true;
                 preq.update_finish_state();
-                let status = preq.effective_finish().map_or(500, FinishReason::status_code);
+                let status = preq
+                    .effective_finish()
+                    .map_or(500, FinishReason::status_code);
                 rs.pstage = PStage::Done;
                 let pages = std::mem::take(&mut rs.ppages);
                 Self::send_drain_ack(s, r);
@@ -905,7 +928,9 @@ impl PdModel {
         let rs = &s.reqs[r as usize];
         let req = &rs.dreq.as_ref()?.0;
         if policy::entry_door(req, self.fixes()) == Door::Retire {
-            let status = req.effective_finish().map_or(500, FinishReason::status_code);
+            let status = req
+                .effective_finish()
+                .map_or(500, FinishReason::status_code);
             self.answer(s, r, status);
             let rs = &mut s.reqs[r as usize];
             rs.dstage = DStage::Done;
@@ -972,7 +997,10 @@ impl PdModel {
             });
         }
         req.update_finish_state();
-        let status = req.finished_reason.as_ref().map_or(500, FinishReason::status_code);
+        let status = req
+            .finished_reason
+            .as_ref()
+            .map_or(500, FinishReason::status_code);
         self.decode_finish(s, r, status, false);
     }
 }
@@ -1147,7 +1175,12 @@ impl Model for PdModel {
     }
 
     fn format_action(&self, action: &Action) -> String {
-        format!("{} {} ({})", action.actor(), action.id(), self.rid(action.req()))
+        format!(
+            "{} {} ({})",
+            action.actor(),
+            action.id(),
+            self.rid(action.req())
+        )
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
@@ -1179,9 +1212,10 @@ impl Model for PdModel {
             }),
             Property::sometimes(prop::COMPLETES_NORMALLY, |m: &PdModel, s: &State| {
                 s.violations.is_empty()
-                    && s.reqs.iter().enumerate().any(|(i, r)| {
-                        !m.rejected[i] && !r.client_aborted && r.answers == [200]
-                    })
+                    && s.reqs
+                        .iter()
+                        .enumerate()
+                        .any(|(i, r)| !m.rejected[i] && !r.client_aborted && r.answers == [200])
             }),
             // Bounded liveness: every transition consumes a finite budget
             // (queues, stages, writes, fault budgets), so every execution

@@ -106,8 +106,12 @@ fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<Str
                 (d, _) => format!("prefill_admission_door: {d:?}"),
             })
         }
-        Action::DecodePoll(_) => m.handoff(before, r, false).map(|d| format!("handoff_door: {d:?}")),
-        Action::DecodeTimeout(_) => m.handoff(before, r, true).map(|d| format!("handoff_door: {d:?}")),
+        Action::DecodePoll(_) => m
+            .handoff(before, r, false)
+            .map(|d| format!("handoff_door: {d:?}")),
+        Action::DecodeTimeout(_) => m
+            .handoff(before, r, true)
+            .map(|d| format!("handoff_door: {d:?}")),
         Action::DecodePrealloc(_) => {
             let req = &before.reqs[r as usize].dreq.as_ref()?.0;
             Some(format!(
@@ -127,8 +131,16 @@ fn violation_fact(m: &PdModel, v: &Violation) -> ViolationFact {
             reader,
             page,
             writer,
-        } => (prop::ISOLATION, reader, Some(page), writer_name(m, writer), None),
-        Violation::DoubleFree { req, page, .. } => (prop::NO_DOUBLE_FREE, req, Some(page), None, None),
+        } => (
+            prop::ISOLATION,
+            reader,
+            Some(page),
+            writer_name(m, writer),
+            None,
+        ),
+        Violation::DoubleFree { req, page, .. } => {
+            (prop::NO_DOUBLE_FREE, req, Some(page), None, None)
+        }
         Violation::WriteAfterReassign { req, page, owner } => (
             prop::NO_WRITE_AFTER_REASSIGN,
             req,
@@ -175,7 +187,11 @@ pub fn predicate(report: &CheckReport, engine: EngineInfo) -> ModelCheckPredicat
         let last = path.last_state();
         Counterexample {
             property: property.to_string(),
-            violations: last.violations.iter().map(|v| violation_fact(m, v)).collect(),
+            violations: last
+                .violations
+                .iter()
+                .map(|v| violation_fact(m, v))
+                .collect(),
             steps,
         }
     });

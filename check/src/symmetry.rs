@@ -35,7 +35,12 @@ pub fn representative(s: &State) -> State {
     for (new, &old) in order.iter().enumerate() {
         rename[old] = (new + 1) as Rid;
     }
-    if rename.iter().enumerate().skip(1).all(|(i, &r)| i == r as usize) {
+    if rename
+        .iter()
+        .enumerate()
+        .skip(1)
+        .all(|(i, &r)| i == r as usize)
+    {
         return s.clone();
     }
     let map = |r: Rid| rename[r as usize];

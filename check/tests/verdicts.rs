@@ -141,7 +141,10 @@ fn late_write_needs_deferred_release() {
         Some(PropertyStatus::Violated)
     );
     let (_, path) = pre.counterexample.clone().expect("counterexample");
-    let late = path.into_actions().into_iter().any(|a| matches!(a, Action::Land(_)));
+    let late = path
+        .into_actions()
+        .into_iter()
+        .any(|a| matches!(a, Action::Land(_)));
     assert!(late);
     let fixed = check(&opts(&Fix::ALL, 2, faults));
     assert_eq!(
@@ -201,7 +204,10 @@ fn the_checked_door_is_the_shipped_door() {
     let mut finished = rejected.clone();
     finished.update_finish_state();
     for req in [&rejected, &finished] {
-        assert_eq!((shipped.prefill_door)(req), policy::prefill_admission_door(req));
+        assert_eq!(
+            (shipped.prefill_door)(req),
+            policy::prefill_admission_door(req)
+        );
     }
     let pre = run_model(&o, shipped.clone(), &mut |_| {}).unwrap();
     assert_eq!(pre.status(prop::ISOLATION), Some(PropertyStatus::Violated));

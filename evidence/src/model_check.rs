@@ -214,9 +214,10 @@ pub fn check_model_check_predicate(p: &ModelCheckPredicate) -> Result<(), ModelC
         .filter(|r| r.status == PropertyStatus::Violated)
         .map(|r| r.name.as_str())
         .collect();
-    let all_hold = p.properties.iter().all(|r| {
-        matches!(r.status, PropertyStatus::Holds | PropertyStatus::Witnessed)
-    });
+    let all_hold = p
+        .properties
+        .iter()
+        .all(|r| matches!(r.status, PropertyStatus::Holds | PropertyStatus::Witnessed));
     if p.all_hold != all_hold {
         return bad(format!(
             "all_hold is {} but the property results say {all_hold}",
