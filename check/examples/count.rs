@@ -22,6 +22,10 @@ fn main() {
                 Strategy::Bfs
             },
             threads: 2,
+            decode_pages: std::env::var("PAGES")
+                .ok()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(8),
             ..CheckOptions::default()
         })
     })() {

@@ -192,7 +192,14 @@ impl CheckOptions {
             lost_acks: bound("faults lost-ack", self.faults.lost_acks, 0, 8)?,
         };
         let m = PdModel::new(config);
-        let need = m.prompt_len[0].div_ceil(model::PAGE_SIZE) as u32;
+        // Decode reserves for its own view: a prompt over its own cap is a
+        // one-token placeholder.
+        let need =
+            if kvw_engine::req::validate_input_length(m.prompt_len[0], m.decode_cap).is_some() {
+                1
+            } else {
+                m.prompt_len[0].div_ceil(model::PAGE_SIZE) as u32
+            };
         if need > self.decode_pages {
             return Err(CheckError::PoolTooSmall {
                 pages: self.decode_pages,

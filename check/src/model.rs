@@ -451,6 +451,8 @@ pub struct PdModel {
     pub prefill_cap: u64,
     /// Decode's own input cap over its pool (tokens).
     pub decode_cap: u64,
+    /// Partial-order reduction of independent arrivals (on by default).
+    pub reduce: bool,
 }
 
 impl std::fmt::Debug for PdModel {
@@ -500,6 +502,7 @@ impl PdModel {
             rejected,
             prefill_cap,
             decode_cap,
+            reduce: true,
         }
     }
 
@@ -549,6 +552,38 @@ impl PdModel {
             Side::Decode => room.drain_ack == Ack::Delivered,
             Side::Prefill => room.ack == Ack::Delivered || room.posted == 0,
         }
+    }
+
+    /// An enabled arrival that commutes with every other action and no
+    /// other action can disable, if any — a persistent set of size one
+    /// (Godefroid's stubborn sets; the model is acyclic, so every terminal
+    /// state, hence every sticky violation, stays reachable):
+    ///
+    /// * decode taking in its dispatch only creates its own `Req`: other
+    ///   actions of the request push to the back of `to_decode` (commutes
+    ///   with the pop at the front) or need the request to be in a queue;
+    /// * prefill taking in its dispatch creates its own `Req`; when the
+    ///   entry door retires it, it also pushes the relayed abort to
+    ///   `to_decode`, which commutes unless a client abort could push
+    ///   there too.
+    fn independent_arrival(&self, s: &State) -> Option<Action> {
+        for (i, rs) in s.reqs.iter().enumerate() {
+            let r = i as Rid;
+            if rs.to_decode.first() == Some(&Msg::Dispatch) {
+                return Some(Action::DecodeRecv(r));
+            }
+            if rs.to_prefill.first() == Some(&Msg::Dispatch) {
+                let can_abort = s.aborts_left > 0 && !rs.client_aborted && rs.answers.is_empty();
+                let mut req = self.new_req(r);
+                if let Some(m) = validate_input_length(req.input_len(), self.prefill_cap) {
+                    req.set_finish_with_abort(&m, 400);
+                }
+                if !can_abort || policy::entry_door(&req, self.fixes()) != Door::Retire {
+                    return Some(Action::PrefillRecv(r));
+                }
+            }
+        }
+        None
     }
 
     /// Whether `state` has no enabled action.
@@ -644,19 +679,29 @@ impl PdModel {
         self.release(s, Side::Decode, r, table);
     }
 
-    fn send_ack(s: &mut State, r: Rid) {
-        let room = &mut s.reqs[r as usize].room;
-        if room.ack == Ack::None {
-            room.ack = Ack::Sent;
+    /// An ack leaves its sender. While a lost ack is still in the fault
+    /// budget it travels (and may be lost); otherwise it is delivered at
+    /// once — a late ack only keeps deferred pages allocated longer, which
+    /// no property can observe except as a wait (model assumption).
+    fn send(s: &mut State, r: Rid, side: Side) {
+        let in_flight = if s.lost_acks_left > 0 {
+            Ack::Sent
+        } else {
+            Ack::Delivered
+        };
+        let ack = ack_of(&mut s.reqs[r as usize].room, side);
+        if *ack == Ack::None {
+            *ack = in_flight;
         }
+    }
+
+    fn send_ack(s: &mut State, r: Rid) {
+        Self::send(s, r, Side::Decode);
     }
 
     /// Prefill is done with the room: nothing more will be posted.
     fn send_drain_ack(s: &mut State, r: Rid) {
-        let room = &mut s.reqs[r as usize].room;
-        if room.drain_ack == Ack::None {
-            room.drain_ack = Ack::Sent;
-        }
+        Self::send(s, r, Side::Prefill);
     }
 
     fn decode_decision(&self, s: &mut State, r: Rid, decision: HandoffDecision) {
@@ -1080,6 +1125,31 @@ impl Model for PdModel {
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        // Partial-order reduction: an arrival that touches only its own
+        // request and commutes with every other action is taken alone.
+        if self.reduce {
+            if let Some(a) = self.independent_arrival(s) {
+                actions.push(a);
+                return;
+            }
+        }
+        // An ack in flight is delivered or lost before anything else moves
+        // (its timing only delays a deferred release; see `send`).
+        for (i, rs) in s.reqs.iter().enumerate() {
+            for side in [Side::Decode, Side::Prefill] {
+                let ack = match side {
+                    Side::Decode => rs.room.ack,
+                    Side::Prefill => rs.room.drain_ack,
+                };
+                if ack == Ack::Sent {
+                    actions.push(Action::AckDelivered(side, i as Rid));
+                    if s.lost_acks_left > 0 {
+                        actions.push(Action::AckLost(side, i as Rid));
+                    }
+                    return;
+                }
+            }
+        }
         for (i, rs) in s.reqs.iter().enumerate() {
             let r = i as Rid;
             if s.aborts_left > 0 && !rs.client_aborted && rs.answers.is_empty() {
@@ -1132,18 +1202,6 @@ impl Model for PdModel {
                 },
                 DStage::Running => actions.push(Action::DecodeStep(r)),
                 _ => {}
-            }
-            for side in [Side::Decode, Side::Prefill] {
-                let ack = match side {
-                    Side::Decode => rs.room.ack,
-                    Side::Prefill => rs.room.drain_ack,
-                };
-                if ack == Ack::Sent {
-                    actions.push(Action::AckDelivered(side, r));
-                    if s.lost_acks_left > 0 {
-                        actions.push(Action::AckLost(side, r));
-                    }
-                }
             }
         }
         // A room's writes complete in the order they were posted (one RDMA

@@ -69,16 +69,62 @@ fn no_fixes_finds_the_incident() {
             ..
         }
     )));
-    // BFS: the path is the shortest one (eight steps: both arrivals,
-    // prealloc, handshake, forward+send, land, poll, step).
-    assert_eq!(actions.len(), 8, "{actions:?}");
+    // BFS: the path is the shortest one. Apart from the arrivals, taken
+    // first by the partial-order reduction, only r0 acts: prealloc,
+    // handshake, forward+send, land, poll, step.
+    let own: Vec<&Action> = actions
+        .iter()
+        .filter(|a| !matches!(a, Action::DecodeRecv(_) | Action::PrefillRecv(_)))
+        .collect();
+    assert!(own.iter().all(|a| a.req() == 0), "{actions:?}");
+    assert_eq!(own.len(), 6, "{actions:?}");
+}
+
+#[test]
+fn all_fixes_hold_for_two_requests_with_every_fault() {
+    let o = CheckOptions {
+        strategy: Strategy::DfsSymmetry,
+        threads: 2,
+        ..opts(&Fix::ALL, 2, all_faults())
+    };
+    let r = check(&o);
+    assert!(r.complete);
+    assert!(r.all_hold(), "{:?}", r.properties);
+    let pre = check(&CheckOptions {
+        fixes: Vec::new(),
+        ..o
+    });
+    assert_eq!(pre.status(prop::ISOLATION), Some(PropertyStatus::Violated));
+}
+
+#[test]
+fn all_fixes_hold_for_three_requests_with_aborts() {
+    let faults = FaultBudget {
+        aborts: 1,
+        ..FaultBudget::default()
+    };
+    let o = CheckOptions {
+        strategy: Strategy::DfsSymmetry,
+        threads: 2,
+        ..opts(&Fix::ALL, 3, faults)
+    };
+    let r = check(&o);
+    assert!(r.complete);
+    assert!(r.all_hold(), "{:?}", r.properties);
+    // The same faults without fixes fail already with two requests.
+    let pre = check(&CheckOptions {
+        fixes: Vec::new(),
+        requests: 2,
+        ..o
+    });
+    assert_eq!(pre.status(prop::ISOLATION), Some(PropertyStatus::Violated));
 }
 
 #[test]
 fn retire_aborted_prefill_result_alone_closes_the_incident_path() {
     let fixed = check(&opts(
         &[Fix::RetireAbortedPrefillResult],
-        3,
+        2,
         FaultBudget::default(),
     ));
     assert_eq!(fixed.status(prop::ISOLATION), Some(PropertyStatus::Holds));
@@ -87,11 +133,14 @@ fn retire_aborted_prefill_result_alone_closes_the_incident_path() {
         Some(PropertyStatus::Holds)
     );
     assert!(fixed.all_hold(), "{:?}", fixed.properties);
-    let pre = check(&opts(&[], 3, FaultBudget::default()));
+    let pre = check(&opts(&[], 2, FaultBudget::default()));
     assert_eq!(pre.status(prop::ISOLATION), Some(PropertyStatus::Violated));
 }
 
+/// The long check (minutes on two cores): run it with
+/// `cargo test --release -p kvw-check -- --ignored`.
 #[test]
+#[ignore = "long: the three-request state space with every fault"]
 fn all_fixes_hold_for_three_requests_with_every_fault() {
     let o = CheckOptions {
         strategy: Strategy::DfsSymmetry,
@@ -113,7 +162,7 @@ fn all_fixes_hold_for_three_requests_with_every_fault() {
 
 #[test]
 fn symmetry_agrees_with_plain_search() {
-    let base = opts(&Fix::ALL, 3, all_faults());
+    let base = opts(&Fix::ALL, 3, FaultBudget::default());
     let plain = check(&base);
     let sym = check(&CheckOptions {
         strategy: Strategy::DfsSymmetry,
@@ -154,34 +203,24 @@ fn late_write_needs_deferred_release() {
     assert!(fixed.all_hold(), "{:?}", fixed.properties);
 }
 
+/// The liveness property flags a quiescent state that left a request
+/// unanswered (no modelled path does so at these bounds; one lost ack leaks
+/// at most one request's pages).
 #[test]
-fn lost_ack_leak_starves_a_small_decode_pool() {
-    // Deferred release alone: r0's pages wait for a drain ack that is lost,
-    // and r1 never gets pages — a request admitted and never answered.
-    let o = CheckOptions {
-        decode_pages: 3,
-        ..opts(
-            &[Fix::DeferredRelease],
-            2,
-            FaultBudget {
-                lost_acks: 1,
-                ..FaultBudget::default()
-            },
-        )
-    };
-    let pre = check(&o);
-    assert_eq!(
-        pre.status(prop::ADMITTED_ANSWERED),
-        Some(PropertyStatus::Violated)
-    );
-    let fixed = check(&CheckOptions {
-        fixes: Fix::ALL.to_vec(),
-        ..o
-    });
-    assert_eq!(
-        fixed.status(prop::ADMITTED_ANSWERED),
-        Some(PropertyStatus::Holds)
-    );
+fn an_unanswered_request_at_quiescence_is_detected() {
+    let m = opts(&Fix::ALL, 1, FaultBudget::default()).model().unwrap();
+    let mut s = m.init_states().remove(0);
+    let props = m.properties();
+    let p = props
+        .iter()
+        .find(|p| p.name == prop::ADMITTED_ANSWERED)
+        .unwrap();
+    assert!((p.condition)(&m, &s), "not quiescent yet");
+    // The request never reaches either worker: nothing can move.
+    s.reqs[0].to_prefill.clear();
+    s.reqs[0].to_decode.clear();
+    assert!(m.is_terminal(&s));
+    assert!(!(p.condition)(&m, &s));
 }
 
 /// A door that also reads `to_finish` — what the incident's door should
@@ -293,7 +332,7 @@ fn bad_bounds_are_refused() {
     .model()
     .is_err());
     assert!(CheckOptions {
-        decode_pages: 2,
+        decode_pages: 0,
         ..CheckOptions::default()
     }
     .model()
