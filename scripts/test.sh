@@ -4,7 +4,9 @@
 #   ./scripts/test.sh
 #
 # Stages: format and lint, the Rust test suites (engine, evidence, kernels,
-# explorer SSR), the published bundle verified with --reproduce, receipt
+# explorer SSR), the attack set (hostile bundles, requests and arguments
+# against the kvw binary; also part of `cargo test`, run on its own here so
+# its counts are printed), the published bundle verified with --reproduce, receipt
 # interop (sha256sum, python securesystemslib, the wasm32 verifier under
 # Node), the CUDA compile check (NVRTC + ptxas from PyPI wheels), the
 # explorer in headless Chromium, and the benchmarks (printed, never
@@ -46,8 +48,10 @@ stage "toolchain" ./scripts/setup.sh
 stage "cargo fmt" cargo fmt --all -- --check
 stage "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 stage "cargo clippy (cuda)" cargo clippy -p kvw-kernels -p kvw-engine --all-targets --features kvw-engine/cuda -- -D warnings
+stage "cargo check (evidence for wasm32)" cargo check -p kvw-evidence --target wasm32-unknown-unknown --features wasm
 stage "cargo clippy (wasm hydrate)" cargo clippy -p kvw-explorer --lib --target wasm32-unknown-unknown --no-default-features --features hydrate -- -D warnings
 stage "cargo test" cargo test --workspace
+stage "attack set (verify, site build, serve, probe, bundle)" cargo test -p kvw --test attacks -- --nocapture --test-threads 2
 stage "build kvw" cargo build --release --bin kvw
 stage "published bundle: kvw verify --reproduce" "$kvw" verify "$bundle" --reproduce
 stage "receipt interop" ./scripts/ci/evidence-interop.sh "$bundle"

@@ -22,6 +22,10 @@ pub enum ConfigError {
         tokens: u64,
         page: u32,
     },
+    #[error("{pool} pool of {tokens} tokens exceeds the {MAX_POOL_TOKENS}-token limit (twice the positions the model can address)")]
+    PoolTooLarge { pool: &'static str, tokens: u64 },
+    #[error("seed {0} exceeds 2^53 - 1, the largest integer a receipt records exactly")]
+    SeedTooLarge(u64),
     #[error("context length must be at least 16 tokens (got {0})")]
     ContextTooSmall(u64),
     #[error("context length {0} exceeds the {MAX_POSITIONS} positions the model can address")]
@@ -33,6 +37,16 @@ pub enum ConfigError {
     #[error("fixes must be listed once each in canonical order")]
     FixOrder,
 }
+
+/// Largest pool, in tokens: twice what the model can address (2^21). The
+/// incident's pools (681,280 and 1,048,576 tokens) fit; anything larger
+/// holds pages no request can reach, and an absurd size would only make the
+/// pool allocation fail.
+pub const MAX_POOL_TOKENS: u64 = 2 * MAX_POSITIONS;
+
+/// Largest seed: receipts are canonical JSON (RFC 8785), whose numbers are
+/// exact up to 2^53 - 1.
+pub const MAX_SEED: u64 = (1 << 53) - 1;
 
 /// Default seed of every probe.
 pub const DEFAULT_SEED: u64 = 2026;
@@ -100,6 +114,12 @@ pub fn validate(c: &ProbeConfig) -> Result<(), ConfigError> {
                 page: c.page_size,
             });
         }
+        if tokens > MAX_POOL_TOKENS {
+            return Err(ConfigError::PoolTooLarge { pool, tokens });
+        }
+    }
+    if c.seed > MAX_SEED {
+        return Err(ConfigError::SeedTooLarge(c.seed));
     }
     if c.context_len < 16 {
         return Err(ConfigError::ContextTooSmall(c.context_len));
@@ -179,6 +199,30 @@ mod tests {
         let mut c = base;
         c.context_len = MAX_POSITIONS + 1;
         assert!(matches!(validate(&c), Err(ConfigError::ContextTooLarge(_))));
+    }
+
+    #[test]
+    fn absurd_pools_and_seeds_are_refused_before_any_allocation() {
+        let c = incident_config(Scale::Incident, &[], KvCanaryMode::Off, DEFAULT_SEED).unwrap();
+        assert!(with_prefill_pool(c.clone(), c.context_len).is_ok());
+        for tokens in [1 << 40, u64::MAX, MAX_POOL_TOKENS + 1] {
+            assert!(matches!(
+                with_prefill_pool(c.clone(), tokens),
+                Err(ConfigError::PoolTooLarge {
+                    pool: "prefill",
+                    ..
+                })
+            ));
+            let mut d = c.clone();
+            d.decode_pool_tokens = tokens;
+            assert!(matches!(
+                validate(&d),
+                Err(ConfigError::PoolTooLarge { pool: "decode", .. })
+            ));
+        }
+        let mut s = c.clone();
+        s.seed = MAX_SEED + 1;
+        assert_eq!(validate(&s), Err(ConfigError::SeedTooLarge(MAX_SEED + 1)));
     }
 
     #[test]

@@ -16,7 +16,6 @@
 //! * [`probe`] — runs a scenario and builds the receipt predicate.
 
 pub mod backend;
-pub mod cli;
 pub mod config;
 pub mod model;
 pub mod policy;

@@ -118,13 +118,24 @@ fn not_reached(path: Path) -> &'static str {
     }
 }
 
+/// Why a probe produced no predicate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    #[error("invalid probe configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("scenario has no probed request")]
+    NoProbedRequest,
+    #[error("the probed request got no answer within the simulated hour")]
+    NoAnswer,
+}
+
 /// Run the incident probe with this configuration on the detected backend.
-pub fn run(config: &ProbeConfig) -> anyhow::Result<ProbePredicate> {
+pub fn run(config: &ProbeConfig) -> Result<ProbePredicate, ProbeError> {
     run_on(config, &Backend::detect())
 }
 
 /// Run the incident probe on a given backend (detect it once for many runs).
-pub fn run_on(config: &ProbeConfig, backend: &Backend) -> anyhow::Result<ProbePredicate> {
+pub fn run_on(config: &ProbeConfig, backend: &Backend) -> Result<ProbePredicate, ProbeError> {
     validate(config)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.seed);
     let arrivals = scenario::incident(config, &mut rng);
@@ -133,15 +144,11 @@ pub fn run_on(config: &ProbeConfig, backend: &Backend) -> anyhow::Result<ProbePr
     assemble(&sim)
 }
 
-fn assemble(sim: &Sim) -> anyhow::Result<ProbePredicate> {
+fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
     let config = &sim.config;
-    let probed = sim
-        .probed()
-        .ok_or_else(|| anyhow::anyhow!("scenario has no probed request"))?;
+    let probed = sim.probed().ok_or(ProbeError::NoProbedRequest)?;
     let entry = &sim.entries[probed as usize];
-    let response = entry.response.clone().ok_or_else(|| {
-        anyhow::anyhow!("the probed request got no answer within the simulated hour")
-    })?;
+    let response = entry.response.clone().ok_or(ProbeError::NoAnswer)?;
     let prompt = &entry.arrival.prompt;
     let path = path_of(config, prompt.len());
 

@@ -45,7 +45,7 @@ fn run() -> Result<(), kvw_evidence::EvidenceError> {
         let envelope = sign_predicate(&name, &predicate, &signer)?;
         receipts.push((name, envelope, predicate));
     }
-    let written = write_bundle(&out, receipts, &signer.public())?;
+    let written = write_bundle(&out, receipts, &signer)?;
     println!(
         "wrote {} receipts to {} (keyid {})",
         written.receipts,

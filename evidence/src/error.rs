@@ -27,6 +27,11 @@ pub enum EvidenceError {
         cause: std::io::Error,
     },
 
+    /// A path that is a link, FIFO, device, socket or folder where a
+    /// regular file is expected.
+    #[error("is {kind}, not a regular file")]
+    NotRegularFile { kind: &'static str },
+
     /// Input larger than the verifier accepts.
     #[error("{what} is {size} bytes, over the {limit}-byte limit")]
     TooLarge {
@@ -71,6 +76,13 @@ pub enum EvidenceError {
         found: String,
         expected: &'static str,
     },
+
+    /// A signed payload that is not the canonical JSON of what it parses to.
+    #[error(
+        "payload is not canonical JSON (RFC 8785) of the statement it parses to \
+         (duplicate keys, whitespace, key order or number spelling)"
+    )]
+    NotCanonical,
 
     /// The Statement's subject is malformed or does not match the predicate.
     #[error("subject: {0}")]

@@ -35,7 +35,8 @@ pub use error::EvidenceError;
 pub use keys::{PublicKey, Signer};
 pub use predicate::*;
 pub use receipt::{
-    reproducible_digest, sign_predicate, trace_sha256, verify_receipt, VerifiedReceipt,
+    reproducible_digest, sign_predicate, sign_statement, trace_sha256, verify_receipt,
+    verify_statement, PredicateKind, VerifiedReceipt, VerifiedStatement,
 };
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -196,6 +196,14 @@ pub struct ViolationFact {
     pub status: Option<u16>,
 }
 
+impl crate::receipt::PredicateKind for ModelCheckPredicate {
+    const PREDICATE_TYPE: &'static str = MODEL_CHECK_PREDICATE_TYPE;
+    const WHAT: &'static str = "model-check predicate";
+    fn check(&self) -> Result<(), crate::EvidenceError> {
+        check_model_check_predicate(self).map_err(|e| crate::EvidenceError::Steps(e.to_string()))
+    }
+}
+
 /// Why a model-check predicate is inconsistent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelCheckError {

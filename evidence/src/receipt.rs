@@ -27,7 +27,7 @@ use crate::dsse::Envelope;
 use crate::error::EvidenceError;
 use crate::keys::{PublicKey, Signer};
 use crate::predicate::{ProbeConfig, ProbeInfo, ProbePredicate, Step, Verdict, PREDICATE_TYPE};
-use crate::statement::{predicate_sha256, Statement, STATEMENT_TYPE};
+use crate::statement::{Statement, STATEMENT_TYPE};
 
 /// DSSE `payloadType` of an in-toto Statement.
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
@@ -158,19 +158,51 @@ pub fn check_receipt_name(name: &str) -> Result<(), EvidenceError> {
     Ok(())
 }
 
+/// A predicate type a receipt can carry: probe runs today, and each other
+/// kind of result (scenario, gate, fuzz, model check, audit) with its own
+/// `predicateType`. [`sign_statement`] and [`verify_statement`] handle every
+/// kind the same way; the kind adds only its own consistency check.
+pub trait PredicateKind: Serialize + serde::de::DeserializeOwned {
+    /// The `predicateType` URI, versioned.
+    const PREDICATE_TYPE: &'static str;
+    /// Short name used in error messages, e.g. `probe predicate`.
+    const WHAT: &'static str;
+    /// Internal consistency beyond what the types enforce.
+    fn check(&self) -> Result<(), EvidenceError> {
+        Ok(())
+    }
+}
+
+impl PredicateKind for ProbePredicate {
+    const PREDICATE_TYPE: &'static str = PREDICATE_TYPE;
+    const WHAT: &'static str = "probe predicate";
+    fn check(&self) -> Result<(), EvidenceError> {
+        check_predicate(self)
+    }
+}
+
 /// Sign `predicate` as the receipt named `name` (the receipt's file name,
 /// without folder). Refuses a predicate that would not verify.
+pub fn sign_statement<P: PredicateKind>(
+    name: &str,
+    predicate: &P,
+    signer: &Signer,
+) -> Result<Envelope, EvidenceError> {
+    check_receipt_name(name)?;
+    predicate.check()?;
+    let statement = Statement::for_predicate(name, P::PREDICATE_TYPE, predicate)
+        .map_err(|e| EvidenceError::json("statement", e))?;
+    let payload = to_canonical_json(&statement).map_err(|e| EvidenceError::json("statement", e))?;
+    Ok(Envelope::sign(PAYLOAD_TYPE, &payload, signer))
+}
+
+/// Sign a probe predicate (see [`sign_statement`]).
 pub fn sign_predicate(
     name: &str,
     predicate: &ProbePredicate,
     signer: &Signer,
 ) -> Result<Envelope, EvidenceError> {
-    check_receipt_name(name)?;
-    check_predicate(predicate)?;
-    let statement = Statement::for_predicate(name, predicate)
-        .map_err(|e| EvidenceError::json("statement", e))?;
-    let payload = to_canonical_json(&statement).map_err(|e| EvidenceError::json("statement", e))?;
-    Ok(Envelope::sign(PAYLOAD_TYPE, &payload, signer))
+    sign_statement(name, predicate, signer)
 }
 
 /// Read the receipt file at `path` (refusing one over
@@ -184,9 +216,43 @@ pub fn verify_receipt_file(
     verify_receipt(&bytes, key).map_err(|e| e.in_file(path))
 }
 
-/// Verify a receipt's bytes against `key` (see the module documentation for
-/// every check). Errors name the first check that failed.
-pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, EvidenceError> {
+/// A statement whose envelope, signature and subject digest verified; the
+/// predicate is still raw JSON of type `predicate_type`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedStatement {
+    /// The subject name (the receipt's file name when it was signed).
+    pub name: String,
+    /// Id of the key whose signature verified.
+    pub keyid: String,
+    /// The statement's `predicateType`.
+    pub predicate_type: String,
+    /// Subject digest: canonical SHA-256 of the predicate.
+    pub predicate_sha256: String,
+    /// The predicate, as signed.
+    pub predicate: serde_json::Value,
+}
+
+impl VerifiedStatement {
+    /// Parse the predicate as kind `P`, refusing another `predicateType`,
+    /// and run the kind's own check.
+    pub fn parse<P: PredicateKind>(&self) -> Result<P, EvidenceError> {
+        if self.predicate_type != P::PREDICATE_TYPE {
+            return Err(EvidenceError::UnknownPredicate {
+                found: self.predicate_type.clone(),
+                expected: P::PREDICATE_TYPE,
+            });
+        }
+        let predicate: P = serde_json::from_value(self.predicate.clone())
+            .map_err(|e| EvidenceError::json(P::WHAT, e))?;
+        predicate.check()?;
+        Ok(predicate)
+    }
+}
+
+/// Verify a receipt of any predicate kind: size, envelope, `payloadType`,
+/// the signature of `key`, the Statement's `_type`, exactly one subject whose
+/// digest is the canonical SHA-256 of the predicate.
+pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStatement, EvidenceError> {
     if bytes.len() as u64 > MAX_RECEIPT_BYTES {
         return Err(EvidenceError::TooLarge {
             what: "receipt",
@@ -205,21 +271,20 @@ pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, 
 
     let statement: Statement = serde_json::from_slice(&payload)
         .map_err(|e| EvidenceError::json("in-toto statement", e))?;
+    // The signed bytes must be exactly the canonical (RFC 8785) JSON of what
+    // they parse to: duplicate keys, whitespace, other key orders or number
+    // spellings would let two parsers read two different statements.
+    let canonical =
+        to_canonical_json(&statement).map_err(|e| EvidenceError::json("in-toto statement", e))?;
+    if canonical != payload {
+        return Err(EvidenceError::NotCanonical);
+    }
     if statement.statement_type != STATEMENT_TYPE {
         return Err(EvidenceError::StatementType {
             found: statement.statement_type,
             expected: STATEMENT_TYPE,
         });
     }
-    if statement.predicate_type != PREDICATE_TYPE {
-        return Err(EvidenceError::UnknownPredicate {
-            found: statement.predicate_type,
-            expected: PREDICATE_TYPE,
-        });
-    }
-    let predicate: ProbePredicate = serde_json::from_value(statement.predicate)
-        .map_err(|e| EvidenceError::json("probe predicate", e))?;
-
     let [subject] = statement.subject.as_slice() else {
         return Err(EvidenceError::Subject(format!(
             "{} subjects, expected exactly one",
@@ -229,19 +294,36 @@ pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, 
     if subject.name.is_empty() {
         return Err(EvidenceError::Subject("empty name".into()));
     }
-    let digest = predicate_sha256(&predicate);
+    // The name becomes a file name, a URL and HTML; only the strict pattern.
+    if let Err(e) = check_receipt_name(&subject.name) {
+        return Err(EvidenceError::Subject(e.to_string()));
+    }
+    let digest =
+        canonical_sha256(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))?;
     if subject.digest.sha256 != digest {
         return Err(EvidenceError::Subject(format!(
             "digest {} does not match the predicate's sha256 {digest}",
             subject.digest.sha256
         )));
     }
-    check_predicate(&predicate)?;
-
-    Ok(VerifiedReceipt {
+    Ok(VerifiedStatement {
         name: subject.name.clone(),
         keyid: key.keyid(),
+        predicate_type: statement.predicate_type,
         predicate_sha256: digest,
+        predicate: statement.predicate,
+    })
+}
+
+/// Verify a probe receipt's bytes against `key` (see the module
+/// documentation for every check). Errors name the first check that failed.
+pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, EvidenceError> {
+    let statement = verify_statement(bytes, key)?;
+    let predicate: ProbePredicate = statement.parse()?;
+    Ok(VerifiedReceipt {
+        name: statement.name,
+        keyid: statement.keyid,
+        predicate_sha256: statement.predicate_sha256,
         reproducible_digest: reproducible_digest(&predicate),
         predicate,
     })

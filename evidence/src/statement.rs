@@ -14,7 +14,7 @@
 //! A probe run produces no external artifact, so the subject is the run's
 //! own record: `name` is the receipt's file name (without folder) and
 //! `digest.sha256` is the SHA-256 of the **canonical JSON of the predicate**
-//! (see [`crate::canonical`]: keys sorted, no whitespace). A verifier
+//! (RFC 8785, see [`crate::canonical`]). A verifier
 //! recomputes it from the predicate it parsed, so the subject pins exactly
 //! that predicate.
 
@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::canonical_sha256;
-use crate::predicate::{ProbePredicate, PREDICATE_TYPE};
 
 /// `_type` of an in-toto Statement v1.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
@@ -59,27 +58,30 @@ pub struct DigestSet {
 
 /// Lowercase hex SHA-256 of the canonical JSON of a predicate: the subject
 /// digest of its receipt.
-pub fn predicate_sha256(predicate: &ProbePredicate) -> String {
+pub fn predicate_sha256<P: Serialize>(predicate: &P) -> String {
     // Plain data types with string keys always serialize.
     canonical_sha256(predicate).unwrap_or_default()
 }
 
 impl Statement {
-    /// The statement a receipt named `name` makes about `predicate`.
-    pub fn for_predicate(
+    /// The statement a receipt named `name` makes about `predicate`, of
+    /// type `predicate_type`.
+    pub fn for_predicate<P: Serialize>(
         name: &str,
-        predicate: &ProbePredicate,
+        predicate_type: &str,
+        predicate: &P,
     ) -> Result<Statement, serde_json::Error> {
+        let predicate = serde_json::to_value(predicate)?;
         Ok(Statement {
             statement_type: STATEMENT_TYPE.to_string(),
             subject: vec![Subject {
                 name: name.to_string(),
                 digest: DigestSet {
-                    sha256: predicate_sha256(predicate),
+                    sha256: canonical_sha256(&predicate)?,
                 },
             }],
-            predicate_type: PREDICATE_TYPE.to_string(),
-            predicate: serde_json::to_value(predicate)?,
+            predicate_type: predicate_type.to_string(),
+            predicate,
         })
     }
 }

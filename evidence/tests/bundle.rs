@@ -36,7 +36,7 @@ fn bundle() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("bundle");
     let s = signer();
-    write_bundle(&dir, receipts(&s), &s.public()).unwrap();
+    write_bundle(&dir, receipts(&s), &s).unwrap();
     (tmp, dir)
 }
 
@@ -90,11 +90,17 @@ fn written_bundle_verifies() {
     assert!(report.ok(), "{report}");
     assert_eq!(report.receipts.len(), 2);
     assert_eq!(report.key_source, KeySource::Bundle);
-    assert_eq!(report.files_checked, 5);
+    assert_eq!(report.files_checked, 7);
     assert!(report
         .to_string()
         .contains("proves integrity, not who signed"));
-    for name in ["README.md", "index.json", "kvw.pub.json", "SHA256SUMS"] {
+    for name in [
+        "README.md",
+        "index.json",
+        "kvw.pub.json",
+        "manifest.json",
+        "SHA256SUMS",
+    ] {
         assert!(dir.join(name).is_file(), "{name}");
     }
     let listing = std::fs::read_to_string(dir.join(SUMS_FILE)).unwrap();
@@ -135,6 +141,7 @@ fn trusted_key_and_wrong_trusted_key() {
     assert!(ok.ok());
     assert_eq!(ok.key_source, KeySource::Trusted);
     let other = Signer::from_seed(&[4u8; 32]).public();
+    // The signed manifest is checked with the trusted key first.
     let bad = verify_bundle(
         &dir,
         &VerifyOptions {
@@ -142,10 +149,12 @@ fn trusted_key_and_wrong_trusted_key() {
             reproduce: None,
         },
     )
-    .unwrap();
-    assert!(!bad.ok());
-    assert_eq!(bad.failures(), 2);
-    assert!(bad.to_string().contains("no signature by key"), "{bad}");
+    .unwrap_err();
+    assert!(
+        bad.to_string()
+            .contains("manifest.json: no signature by key"),
+        "{bad}"
+    );
 }
 
 #[test]
@@ -325,14 +334,10 @@ fn tampered_receipt_with_resealed_sums() {
         .clone();
     std::fs::write(&path, env.to_json_pretty()).unwrap();
     reseal(&dir);
-    let report = verify(&dir).unwrap();
-    assert!(!report.ok());
-    assert_eq!(report.failures(), 1);
-    assert!(
-        report
-            .to_string()
-            .contains("FAIL  receipts/incident-walkthrough-none.json: signature"),
-        "{report}"
+    // SHA256SUMS is unsigned; the signed manifest pins the receipt's bytes.
+    expect_err(
+        &dir,
+        "receipts/incident-walkthrough-none.json differs from the file the signed manifest.json lists",
     );
 }
 
@@ -345,11 +350,9 @@ fn index_entry_not_matching_receipt() {
     index["receipts"][0]["verdict"]["leak"] = serde_json::json!(false);
     std::fs::write(&path, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
     reseal(&dir);
-    let report = verify(&dir).unwrap();
-    assert!(!report.ok());
-    assert!(
-        report.to_string().contains("differs in: verdict"),
-        "{report}"
+    expect_err(
+        &dir,
+        "index.json differs from the file the signed manifest.json lists",
     );
 }
 
@@ -362,11 +365,9 @@ fn receipt_not_in_index_and_index_entry_without_receipt() {
     index["receipts"][0]["file"] = serde_json::json!("receipts/gone.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
     reseal(&dir);
-    let text = verify(&dir).unwrap().to_string();
-    assert!(text.contains("not listed in index.json"), "{text}");
-    assert!(
-        text.contains("receipts/gone.json: listed in index.json but not in the bundle"),
-        "{text}"
+    expect_err(
+        &dir,
+        "index.json differs from the file the signed manifest.json lists",
     );
 }
 
@@ -391,8 +392,10 @@ fn receipt_renamed() {
     )
     .unwrap();
     reseal(&dir);
-    let text = verify(&dir).unwrap().to_string();
-    assert!(text.contains("signed under the name"), "{text}");
+    expect_err(
+        &dir,
+        "receipts/renamed.json is in the bundle but not in the signed manifest.json",
+    );
 }
 
 #[test]
@@ -401,7 +404,7 @@ fn rewrite_replaces_an_old_bundle() {
     let s = signer();
     let mut fewer = receipts(&s);
     fewer.truncate(1);
-    write_bundle(&dir, fewer, &s.public()).unwrap();
+    write_bundle(&dir, fewer, &s).unwrap();
     assert_eq!(verify(&dir).unwrap().receipts.len(), 1);
 }
 
@@ -412,7 +415,7 @@ fn refuses_to_overwrite_other_folders_and_leaves_nothing() {
     std::fs::create_dir(&dir).unwrap();
     std::fs::write(dir.join("todo.txt"), b"keep me").unwrap();
     let s = signer();
-    let err = write_bundle(&dir, receipts(&s), &s.public()).unwrap_err();
+    let err = write_bundle(&dir, receipts(&s), &s).unwrap_err();
     assert!(err.to_string().contains("not a bundle"), "{err}");
     assert_eq!(std::fs::read(dir.join("todo.txt")).unwrap(), b"keep me");
     let names: Vec<_> = std::fs::read_dir(tmp.path())
@@ -428,13 +431,13 @@ fn failed_write_leaves_nothing() {
     let dir = tmp.path().join("bundle");
     let s = signer();
     // Signed by one key, bundled with another: refused before anything is written.
-    let other = Signer::from_seed(&[8u8; 32]).public();
+    let other = Signer::from_seed(&[8u8; 32]);
     assert!(write_bundle(&dir, receipts(&s), &other).is_err());
     assert!(std::fs::read_dir(tmp.path()).unwrap().next().is_none());
     // Predicate that differs from the envelope's.
     let mut list = receipts(&s);
     list[0].2.verdict.leak = !list[0].2.verdict.leak;
-    assert!(write_bundle(&dir, list, &s.public()).is_err());
+    assert!(write_bundle(&dir, list, &s).is_err());
     assert!(std::fs::read_dir(tmp.path()).unwrap().next().is_none());
 }
 
@@ -442,6 +445,6 @@ fn failed_write_leaves_nothing() {
 fn writes_into_an_empty_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let s = signer();
-    write_bundle(tmp.path(), receipts(&s), &s.public()).unwrap();
+    write_bundle(tmp.path(), receipts(&s), &s).unwrap();
     assert!(verify(tmp.path()).unwrap().ok());
 }

@@ -49,7 +49,7 @@ fn expect_err(bytes: &[u8], needle: &str) -> EvidenceError {
 
 /// Re-sign a modified statement with the right key, so only the content check can catch it.
 fn resign(statement: &Statement) -> Vec<u8> {
-    let payload = serde_json::to_vec(statement).unwrap();
+    let payload = kvw_evidence::canonical::to_canonical_json(statement).unwrap();
     Envelope::sign(PAYLOAD_TYPE, &payload, &signer())
         .to_json_pretty()
         .into_bytes()
@@ -201,7 +201,7 @@ fn predicate_changed_under_the_subject() {
 fn trace_digest_mismatch() {
     let mut p = predicate();
     p.steps[2].summary.push('!');
-    let st = Statement::for_predicate(NAME, &p).unwrap();
+    let st = Statement::for_predicate(NAME, kvw_evidence::PREDICATE_TYPE, &p).unwrap();
     let err = expect_err(&resign(&st), "trace_sha256");
     assert!(matches!(err, EvidenceError::TraceDigest { .. }));
 }
@@ -211,7 +211,7 @@ fn six_steps() {
     let mut p = predicate();
     p.steps.pop();
     p.trace_sha256 = trace_sha256(&p.steps);
-    let st = Statement::for_predicate(NAME, &p).unwrap();
+    let st = Statement::for_predicate(NAME, kvw_evidence::PREDICATE_TYPE, &p).unwrap();
     expect_err(&resign(&st), "6 steps");
     assert!(
         sign_predicate(NAME, &p, &signer()).is_err(),
@@ -224,7 +224,7 @@ fn steps_out_of_order() {
     let mut p = predicate();
     p.steps.swap(3, 4);
     p.trace_sha256 = trace_sha256(&p.steps);
-    let st = Statement::for_predicate(NAME, &p).unwrap();
+    let st = Statement::for_predicate(NAME, kvw_evidence::PREDICATE_TYPE, &p).unwrap();
     expect_err(&resign(&st), "numbered");
 }
 
@@ -251,4 +251,43 @@ fn bad_receipt_names_are_refused_when_signing() {
             "{name}"
         );
     }
+}
+
+/// Sign arbitrary payload bytes with the right key.
+fn sign_raw(payload: &[u8]) -> Vec<u8> {
+    Envelope::sign(PAYLOAD_TYPE, payload, &signer())
+        .to_json_pretty()
+        .into_bytes()
+}
+
+#[test]
+fn payload_must_be_canonical_json() {
+    let canonical = envelope().payload_bytes().unwrap();
+    assert!(verify(&sign_raw(&canonical)).is_ok());
+    // The same statement, spelled differently: whitespace, other key order.
+    let pretty = serde_json::to_vec_pretty(&statement()).unwrap();
+    expect_err(&sign_raw(&pretty), "not canonical JSON");
+    let plain = serde_json::to_vec(&statement()).unwrap();
+    expect_err(&sign_raw(&plain), "not canonical JSON");
+    // A trailing newline.
+    let mut newline = canonical.clone();
+    newline.push(b'\n');
+    expect_err(&sign_raw(&newline), "not canonical JSON");
+}
+
+#[test]
+fn duplicate_keys_in_the_signed_payload_are_refused() {
+    let canonical = String::from_utf8(envelope().payload_bytes().unwrap()).unwrap();
+    // "http_status":<n> appears once; add a second, later one (last wins in
+    // serde_json, first wins in other parsers).
+    let at = canonical.find("\"http_status\":").unwrap();
+    let doubled = format!(
+        "{}\"http_status\":500,{}",
+        &canonical[..at],
+        &canonical[at..]
+    );
+    expect_err(&sign_raw(doubled.as_bytes()), "not canonical JSON");
+    // Duplicate top-level member.
+    let top = canonical.replacen('{', "{\"_type\":\"x\",", 1);
+    expect_err(&sign_raw(top.as_bytes()), "duplicate field");
 }

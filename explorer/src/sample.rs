@@ -44,5 +44,5 @@ pub fn write_sample_bundle(dir: &Path) -> Result<WrittenBundle, EvidenceError> {
         let envelope = sign_predicate(&name, &predicate, &signer)?;
         receipts.push((name, envelope, predicate));
     }
-    write_bundle(dir, receipts, &signer.public())
+    write_bundle(dir, receipts, &signer)
 }

@@ -1,11 +1,22 @@
 //! The static site builder: an evidence bundle in, a folder of HTML out.
 //!
-//! [`build_site`] verifies every receipt of a bundle with the bundle's key,
-//! renders one page per receipt and language (so fix switches and language
-//! links are plain links), a compare page per receipt against the run with no
-//! fixes, and copies the receipts, the key and the browser build next to
-//! them. A receipt that fails verification still gets a page, but that page
-//! is a warning, never a replay.
+//! [`build_site`] reads the bundle with the evidence crate's bundle reader
+//! (the layout rules of `kvw verify`: regular files only, no symbolic
+//! links, opened without following links or blocking, size caps,
+//! `SHA256SUMS`) and verifies it as `kvw verify` does (signed manifest,
+//! index, README, strict receipt names, each receipt's subject name equal
+//! to its file name), all before anything is written. A bundle that fails
+//! as a whole is refused and nothing is written. It then renders one page
+//! per receipt and language (so fix switches and language links are plain
+//! links), a compare page per receipt against the run with no fixes, and
+//! copies the receipts, the key and the browser build next to them. A
+//! receipt that fails refuses the build; in the browser, a receipt that
+//! fails its check there gets a warning, never a replay.
+//!
+//! The site is built in a temporary sibling of the output folder and
+//! renamed into place: the output must be absent, empty, or an earlier site
+//! (which is replaced); any other folder is refused. Every attribute in the
+//! pages is written by the Leptos renderer, which escapes it.
 //!
 //! Layout of the output:
 //!
@@ -19,9 +30,13 @@
 //! style.css, embed.js, embed-example.html, EMBED.md
 //! ```
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use kvw_evidence::bundle::{read_bundle, verify_files, VerifyOptions, RECEIPTS_DIR};
+use kvw_evidence::error::EvidenceError;
+use kvw_evidence::keys::PUBLIC_KEY_FILE;
 use leptos::prelude::*;
 
 use crate::catalog::{baseline_for, default_entry, entry_for};
@@ -49,7 +64,7 @@ pub const WASM_BIN: &str = "kvw_explorer_bg.wasm";
 pub struct SiteOptions {
     /// Bundle folder: `receipts/*.json` and `kvw.pub.json`.
     pub bundle: PathBuf,
-    /// Output folder; created if missing, files inside are overwritten.
+    /// Output folder: absent, empty, or an earlier site (replaced whole).
     pub out: PathBuf,
     /// Folder holding the hydrate build; without it the site works, static.
     pub wasm_dir: Option<PathBuf>,
@@ -108,13 +123,14 @@ pub enum SiteError {
     NoReceipts(PathBuf),
     #[error("wasm folder {0} lacks {WASM_JS} or {WASM_BIN}; run scripts/build-wasm.sh")]
     NoWasm(PathBuf),
-}
-
-fn read(path: &Path) -> Result<String, SiteError> {
-    fs::read_to_string(path).map_err(|source| SiteError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
+    #[error("bundle refused: {0}")]
+    Bundle(#[from] EvidenceError),
+    #[error("bundle refused: {file}: {reason}")]
+    Receipt { file: String, reason: String },
+    #[error("output {0}")]
+    Out(String),
+    #[error("--source-base {0:?} is not a plain http(s) URL")]
+    SourceBase(String),
 }
 
 fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), SiteError> {
@@ -134,48 +150,72 @@ fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), SiteError> {
 /// A receipt read from the bundle and checked.
 struct Loaded {
     stem: String,
+    /// The envelope as stored; empty when it was rejected (never embedded).
     envelope: String,
     shown: Shown,
 }
 
-/// Read and verify every `receipts/*.json` of a bundle (regular files only,
-/// never following links out of the folder), sorted by name.
-fn load_bundle(bundle: &Path) -> Result<(String, Vec<Loaded>), SiteError> {
-    let key_path = bundle.join("kvw.pub.json");
-    if !key_path.is_file() {
-        return Err(SiteError::NoPublicKey(bundle.to_path_buf()));
+/// A bundle read and verified as `kvw verify` does.
+struct LoadedBundle {
+    public_key: String,
+    receipts: Vec<Loaded>,
+    /// `index.json`, `SHA256SUMS`, `README.md`, `manifest.json` as read.
+    extras: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// Read and verify the bundle (see the module documentation), sorted by name.
+/// Any receipt that fails refuses the whole build: a site publishes only a
+/// bundle that `kvw verify` accepts.
+fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
+    let files = read_bundle(bundle)?;
+    let report = verify_files(&files, &VerifyOptions::default())?;
+    if let Some(line) = report.receipts.iter().find(|l| l.result.is_err()) {
+        let reason = line.result.as_ref().err().cloned().unwrap_or_default();
+        return Err(SiteError::Receipt {
+            file: line.file.clone(),
+            reason,
+        });
     }
-    let public_key = read(&key_path)?;
-    let dir = bundle.join("receipts");
-    let entries = fs::read_dir(&dir).map_err(|source| SiteError::Read {
-        path: dir.clone(),
-        source,
-    })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    if paths.is_empty() {
-        return Err(SiteError::NoReceipts(bundle.to_path_buf()));
-    }
-    let mut loaded = Vec::new();
-    for path in paths {
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let envelope = read(&path)?;
+    let public_key = files
+        .get(PUBLIC_KEY_FILE)
+        .ok_or_else(|| SiteError::NoPublicKey(bundle.to_path_buf()))?;
+    let public_key = String::from_utf8(public_key.to_vec())
+        .map_err(|_| EvidenceError::Key("kvw.pub.json is not UTF-8".into()))?;
+    let mut receipts = Vec::new();
+    for line in &report.receipts {
+        let name = line
+            .file
+            .strip_prefix(RECEIPTS_DIR)
+            .and_then(|n| n.strip_prefix('/'))
+            .unwrap_or(&line.file);
+        let stem = name.strip_suffix(".json").unwrap_or(name).to_string();
+        let envelope =
+            String::from_utf8_lossy(files.get(&line.file).unwrap_or_default()).into_owned();
+        // The same check the browser runs; after verify_files it passes.
         let shown = trust::check(&stem, &envelope, &public_key);
-        loaded.push(Loaded {
+        let envelope = if matches!(shown, Shown::Verified { .. }) {
+            envelope
+        } else {
+            String::new()
+        };
+        receipts.push(Loaded {
             stem,
             envelope,
             shown,
         });
     }
-    Ok((public_key, loaded))
+    if receipts.is_empty() {
+        return Err(SiteError::NoReceipts(bundle.to_path_buf()));
+    }
+    let extras = ["index.json", "SHA256SUMS", "README.md", "manifest.json"]
+        .into_iter()
+        .filter_map(|name| files.get(name).map(|b| (name, b.to_vec())))
+        .collect();
+    Ok(LoadedBundle {
+        public_key,
+        receipts,
+        extras,
+    })
 }
 
 /// JSON safe to place inside a `<script>` element.
@@ -185,11 +225,10 @@ fn script_json(data: &PageData) -> String {
         .replace('<', "\\u003c")
 }
 
+/// Text escaped for HTML, by the renderer.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let text = text.to_string();
+    Owner::new().with(|| view! { {text} }.to_html())
 }
 
 /// Render the `<body>` content of a replay page.
@@ -207,11 +246,9 @@ pub fn render_replay_page(data: &PageData, shown: Shown, hydrate: bool) -> Strin
     let alternates: String = Lang::ALL
         .into_iter()
         .map(|l| {
-            format!(
-                r#"<link rel="alternate" hreflang="{}" href="{}">"#,
-                l.code(),
-                page_href(&data.root, l, &data.receipt)
-            )
+            let href = page_href(&data.root, l, &data.receipt);
+            Owner::new()
+                .with(|| view! { <link rel="alternate" hreflang=l.code() href=href/> }.to_html())
         })
         .collect();
     let boot = if hydrate {
@@ -240,14 +277,10 @@ pub fn render_compare_page(lang: Lang, root: &str, left: Side, right: Side) -> S
         .into_iter()
         .filter(|l| *l != lang)
         .map(|l| {
-            format!(
-                r#"<a href="{root}{}/compare-{}.html" hreflang="{}" lang="{}">{}</a>"#,
-                l.code(),
-                right.stem,
-                l.code(),
-                l.code(),
-                l.endonym()
-            )
+            let href = format!("{root}{}/compare-{}.html", l.code(), right.stem);
+            Owner::new().with(|| {
+                view! { <a href=href hreflang=l.code() lang=l.code()>{l.endonym()}</a> }.to_html()
+            })
         })
         .collect::<Vec<_>>()
         .join(" ");
@@ -269,13 +302,182 @@ fn receipts_index(loaded: &[Loaded]) -> String {
         .map(|l| {
             let status = match &l.shown {
                 Shown::Verified { .. } => "verified".to_string(),
-                Shown::Rejected { reason, .. } => format!("NOT VERIFIED: {}", escape(reason)),
+                Shown::Rejected { reason, .. } => format!("NOT VERIFIED: {reason}"),
                 Shown::Loading { .. } => String::new(),
             };
-            format!("<li><a href=\"{s}.json\">{s}.json</a> — {status} — <a href=\"../en/{s}.html\">replay</a></li>\n", s = escape(&l.stem))
+            let file = format!("{}.json", l.stem);
+            let replay = format!("../en/{}.html", l.stem);
+            let link = (!l.envelope.is_empty()).then(|| file.clone());
+            Owner::new().with(|| {
+                view! {
+                    <li>
+                        {match link {
+                            Some(href) => view! { <a href=href>{file}</a> }.into_any(),
+                            None => view! { <span>{file}</span> }.into_any(),
+                        }}
+                        " — " {status} " — " <a href=replay>"replay"</a>
+                    </li>
+                }
+                .to_html()
+            }) + "\n"
         })
         .collect();
     format!("<!DOCTYPE html>\n<html lang=\"en\" class=\"kvw-site\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>Receipts — kvwitness</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"../style.css\"></head><body><main id=\"main\" class=\"kvw-main\"><h1>Receipts</h1><p>Public key: <a href=\"../kvw.pub.json\">kvw.pub.json</a></p><ul>\n{items}</ul></main></body></html>\n")
+}
+
+/// `embed-example.html` showing the receipt `stem`; the element is written
+/// by the renderer, so its attributes are escaped.
+fn embed_example(stem: &str) -> String {
+    let src = format!("receipts/{stem}.json");
+    let page = format!("en/{stem}.html");
+    let element = Owner::new().with(|| {
+        view! {
+            <kvw-replay id="embedded" src=src lang="en">
+                <p><a href=page>"Open the replay"</a>" (this link is what readers without JavaScript see)."</p>
+            </kvw-replay>
+        }
+        .to_html()
+    });
+    let start = EMBED_EXAMPLE.find("<kvw-replay").unwrap_or(0);
+    let end = EMBED_EXAMPLE
+        .find("</kvw-replay>")
+        .map_or(start, |e| e + "</kvw-replay>".len());
+    format!(
+        "{}{element}{}",
+        &EMBED_EXAMPLE[..start],
+        &EMBED_EXAMPLE[end..]
+    )
+}
+
+/// Refuse a source base that is not a plain `http(s)://` URL (a
+/// `javascript:` base would turn every source link into script).
+pub fn check_source_base(base: &str) -> Result<(), SiteError> {
+    let plain = (base.starts_with("https://") || base.starts_with("http://"))
+        && base.len() <= 400
+        && base.len() > "https://".len()
+        && !base
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "\"'<>`\\".contains(c));
+    if plain {
+        Ok(())
+    } else {
+        Err(SiteError::SourceBase(base.to_string()))
+    }
+}
+
+/// What the output folder holds now.
+enum OutState {
+    Absent,
+    Empty,
+    OldSite,
+}
+
+/// Names a site built here may hold at its top.
+const SITE_NAMES: [&str; 11] = [
+    "index.html",
+    "en",
+    "it",
+    "receipts",
+    "kvw.pub.json",
+    "bundle",
+    "pkg",
+    "style.css",
+    "embed.js",
+    "embed-example.html",
+    "EMBED.md",
+];
+
+fn inspect_out(out: &Path) -> Result<OutState, SiteError> {
+    let meta = match out.symlink_metadata() {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OutState::Absent),
+        Err(source) => {
+            return Err(SiteError::Read {
+                path: out.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if !meta.is_dir() {
+        return Err(SiteError::Out(format!(
+            "{} exists and is not a folder (a link, file or other); refusing to replace it",
+            out.display()
+        )));
+    }
+    let names: BTreeSet<String> = fs::read_dir(out)
+        .map_err(|source| SiteError::Read {
+            path: out.to_path_buf(),
+            source,
+        })?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if names.is_empty() {
+        return Ok(OutState::Empty);
+    }
+    let old_site = names.contains("index.html")
+        && names.contains("embed.js")
+        && names.iter().all(|n| SITE_NAMES.contains(&n.as_str()));
+    if old_site {
+        Ok(OutState::OldSite)
+    } else {
+        Err(SiteError::Out(format!(
+            "{} is a non-empty folder that is not a kvwitness site; refusing to write into it",
+            out.display()
+        )))
+    }
+}
+
+/// Removes a temporary folder unless disarmed.
+struct TempDir(Option<PathBuf>);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = fs::remove_dir_all(path);
+        }
+    }
+}
+
+fn sibling(out: &Path, tag: &str) -> Result<PathBuf, SiteError> {
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| SiteError::Out(format!("{} does not name a folder", out.display())))?;
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    Ok(parent.join(format!(".{base}.{tag}-{}-{nanos}", std::process::id())))
+}
+
+/// Move the finished site from `tmp` to `out`, replacing an old site.
+fn place(tmp: &Path, out: &Path, state: OutState) -> Result<(), SiteError> {
+    let wrap = |source| SiteError::Write {
+        path: out.to_path_buf(),
+        source,
+    };
+    match state {
+        OutState::Absent => fs::rename(tmp, out).map_err(wrap),
+        OutState::Empty => {
+            fs::remove_dir(out).map_err(wrap)?;
+            fs::rename(tmp, out).map_err(wrap)
+        }
+        OutState::OldSite => {
+            let old = sibling(out, "old")?;
+            fs::rename(out, &old).map_err(wrap)?;
+            if let Err(e) = fs::rename(tmp, out) {
+                let _ = fs::rename(&old, out);
+                return Err(wrap(e));
+            }
+            let _ = fs::remove_dir_all(&old);
+            Ok(())
+        }
+    }
 }
 
 /// Copy the browser build into `out/pkg`; `Ok(false)` when none is given.
@@ -298,8 +500,36 @@ fn copy_wasm(wasm_dir: Option<&Path>, out: &Path) -> Result<bool, SiteError> {
 
 /// Build the site described by `opts`.
 pub fn build_site(opts: &SiteOptions) -> Result<SiteReport, SiteError> {
-    let (public_key, loaded) = load_bundle(&opts.bundle)?;
-    let out = &opts.out;
+    check_source_base(&opts.engine_source_base)?;
+    let state = inspect_out(&opts.out)?;
+    let bundle = load_bundle(&opts.bundle)?;
+    let tmp_path = sibling(&opts.out, "partial")?;
+    if let Some(parent) = tmp_path.parent() {
+        fs::create_dir_all(parent).map_err(|source| SiteError::Write {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    fs::create_dir(&tmp_path).map_err(|source| SiteError::Write {
+        path: tmp_path.clone(),
+        source,
+    })?;
+    let mut tmp = TempDir(Some(tmp_path.clone()));
+    let mut report = render_site(opts, &bundle, &tmp_path)?;
+    place(&tmp_path, &opts.out, state)?;
+    tmp.0 = None;
+    report.index = opts.out.join("index.html");
+    Ok(report)
+}
+
+/// Render every page and copy every file of the site into `out`.
+fn render_site(
+    opts: &SiteOptions,
+    bundle: &LoadedBundle,
+    out: &Path,
+) -> Result<SiteReport, SiteError> {
+    let public_key = &bundle.public_key;
+    let loaded = &bundle.receipts;
     let wasm = copy_wasm(opts.wasm_dir.as_deref(), out)?;
 
     let catalog: Vec<CatalogEntry> = loaded
@@ -318,7 +548,7 @@ pub fn build_site(opts: &SiteOptions) -> Result<SiteReport, SiteError> {
                     source,
                 }
             })?;
-        for l in &loaded {
+        for l in loaded {
             let mut data = PageData {
                 lang,
                 root: "../".to_string(),
@@ -366,7 +596,7 @@ pub fn build_site(opts: &SiteOptions) -> Result<SiteReport, SiteError> {
         }
     }
 
-    for l in &loaded {
+    for l in loaded.iter().filter(|l| !l.envelope.is_empty()) {
         write(
             &out.join("receipts").join(format!("{}.json", l.stem)),
             &l.envelope,
@@ -374,20 +604,17 @@ pub fn build_site(opts: &SiteOptions) -> Result<SiteReport, SiteError> {
     }
     write(
         &out.join("receipts").join("index.html"),
-        receipts_index(&loaded),
+        receipts_index(loaded),
     )?;
-    write(&out.join("kvw.pub.json"), &public_key)?;
-    for extra in ["index.json", "SHA256SUMS", "README.md"] {
-        let path = opts.bundle.join(extra);
-        if path.is_file() {
-            write(&out.join("bundle").join(extra), read(&path)?)?;
-        }
+    write(&out.join("kvw.pub.json"), public_key)?;
+    for (name, bytes) in &bundle.extras {
+        write(&out.join("bundle").join(name), bytes)?;
     }
     write(&out.join("style.css"), STYLE_CSS)?;
     write(&out.join("embed.js"), EMBED_JS)?;
     write(
         &out.join("embed-example.html"),
-        EMBED_EXAMPLE.replace("{{RECEIPT}}", &default_stem),
+        embed_example(&default_stem),
     )?;
     write(&out.join("EMBED.md"), EMBED_MD)?;
 

@@ -8,21 +8,32 @@
 //! site build time (natively) and in the browser (compiled to wasm32).
 
 use kvw_evidence::keys::PublicKey;
-use kvw_evidence::receipt::verify_receipt;
+use kvw_evidence::receipt::{check_receipt_name, verify_receipt};
 
 use crate::model::Shown;
 
-/// Verify an envelope (JSON text) with a public key (`kvw.pub.json` text).
+/// Verify an envelope (JSON text) with a public key (`kvw.pub.json` text),
+/// as the receipt stored at `receipts/<stem>.json`: the statement's subject
+/// name must be exactly that file name, so a genuine receipt copied under
+/// another name (another fix set) is not shown as that one.
 pub fn check(stem: &str, envelope_json: &str, public_key_json: &str) -> Shown {
     let rejected = |reason: String| Shown::Rejected {
         stem: stem.to_string(),
         reason,
     };
+    let file_name = format!("{stem}.json");
+    if let Err(e) = check_receipt_name(&file_name) {
+        return rejected(e.to_string());
+    }
     let key = match PublicKey::from_json(public_key_json.as_bytes()) {
         Ok(key) => key,
         Err(e) => return rejected(format!("public key unreadable: {e}")),
     };
     match verify_receipt(envelope_json.as_bytes(), &key) {
+        Ok(verified) if verified.name != file_name => rejected(format!(
+            "signed under the name {:?}, stored as {file_name:?}",
+            verified.name
+        )),
         Ok(verified) => Shown::Verified {
             stem: stem.to_string(),
             keyid: verified.keyid,

@@ -138,7 +138,7 @@ fn incident_scale_pools_are_drawn_as_runs_not_cells() {
 }
 
 #[test]
-fn a_tampered_receipt_gets_a_warning_not_a_replay() {
+fn a_tampered_bundle_is_refused_and_nothing_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
     write_sample_bundle(&bundle).unwrap();
@@ -153,15 +153,30 @@ fn a_tampered_receipt_gets_a_warning_not_a_replay() {
     envelope["payload"] = b64.encode(forged).into();
     fs::write(&path, serde_json::to_vec_pretty(&envelope).unwrap()).unwrap();
 
-    let report = build(&bundle, &out);
-    assert_eq!(report.rejected.len(), 1);
-    let html = fs::read_to_string(out.join("en/incident-walkthrough-none.html")).unwrap();
-    assert!(html.contains("id=\"kvw-warning\""));
-    assert!(html.contains("Not verified"));
-    assert!(
-        !html.contains("id=\"step-1\""),
-        "a tampered receipt must not be replayed"
-    );
+    let mut opts = SiteOptions::new(&bundle, &out);
+    opts.wasm_dir = None;
+    let err = build_site(&opts).expect_err("a tampered bundle is refused");
+    assert!(err.to_string().contains("sha256 mismatch"), "{err}");
+    assert!(!out.exists(), "nothing is written on refusal");
+    let names: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "no temporary folder left behind");
+}
+
+#[test]
+fn a_receipt_under_another_name_is_not_shown_as_verified() {
+    // The browser's check: a genuine receipt fetched as another file.
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    write_sample_bundle(&bundle).unwrap();
+    let envelope =
+        fs::read_to_string(bundle.join("receipts/incident-walkthrough-none.json")).unwrap();
+    let key = fs::read_to_string(bundle.join("kvw.pub.json")).unwrap();
+    let shown = kvw_explorer::trust::check("incident-walkthrough-none", &envelope, &key);
+    assert!(shown.predicate().is_some());
+    let other = kvw_explorer::trust::check("incident-walkthrough-kv-checksum", &envelope, &key);
+    assert!(other.predicate().is_none(), "{other:?}");
+    let hostile = kvw_explorer::trust::check("a\"><img src=x>", &envelope, &key);
+    assert!(hostile.predicate().is_none(), "{hostile:?}");
 }
 
 #[test]

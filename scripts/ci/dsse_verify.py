@@ -7,8 +7,12 @@ For every receipts/*.json this checks, with securesystemslib's own DSSE and
 ed25519 code (not ours):
   * Envelope.verify([SSlibKey from kvw.pub.json], threshold=1) accepts it;
   * the key id is the SHA-256 of the raw public key (the kvwitness convention);
+  * the payload is exactly the RFC 8785 (JCS) canonical JSON of the statement
+    it parses to, computed with the `rfc8785` package (not ours);
   * the in-toto Statement's _type and predicateType, the subject digest
-    (SHA-256 of the predicate's canonical JSON), trace_sha256 and the seven steps;
+    (SHA-256 of the predicate's JCS form), trace_sha256 and the seven steps;
+  * manifest.json verifies the same way and its subjects are exactly the
+    receipts and index.json, with the files' SHA-256;
   * a copy with one payload byte flipped, and a copy with one signature byte
     flipped, are both refused.
 Exits non-zero if anything fails.
@@ -21,6 +25,7 @@ import json
 import pathlib
 import sys
 
+import rfc8785
 from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import SSlibKey
@@ -28,12 +33,31 @@ from securesystemslib.signer import SSlibKey
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://kvwitness.dev/attestation/probe/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
+MANIFEST_TYPE = "https://kvwitness.dev/attestation/bundle-manifest/v1"
+
+
+def refuse_duplicates(pairs):
+    """json.loads hook: a repeated key is an error, not last-wins."""
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
 
 
 def canonical_sha256(value):
-    """SHA-256 of canonical JSON: sorted keys, no whitespace, UTF-8."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """SHA-256 of the RFC 8785 (JCS) canonical JSON of value."""
+    return hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+
+
+def parse_payload(envelope_dict):
+    """The statement, refusing duplicate keys and non-canonical bytes."""
+    payload = base64.b64decode(envelope_dict["payload"])
+    statement = json.loads(payload, object_pairs_hook=refuse_duplicates)
+    if rfc8785.dumps(statement) != payload:
+        raise ValueError("payload is not the RFC 8785 canonical form of its statement")
+    return statement
 
 
 def commit_independent(steps):
@@ -81,7 +105,7 @@ def check_receipt(path, key):
         return f"payloadType is {envelope_dict.get('payloadType')!r}"
     if not verifies(envelope_dict, key):
         return "securesystemslib refused the signature"
-    statement = json.loads(base64.b64decode(envelope_dict["payload"]))
+    statement = parse_payload(envelope_dict)
     if statement.get("_type") != STATEMENT_TYPE:
         return f"statement _type is {statement.get('_type')!r}"
     if statement.get("predicateType") != PREDICATE_TYPE:
@@ -103,6 +127,24 @@ def check_receipt(path, key):
         return "a copy with a flipped payload byte was ACCEPTED"
     if verifies(flip_signature_byte(envelope_dict), key):
         return "a copy with a flipped signature byte was ACCEPTED"
+    return None
+
+
+def check_manifest(bundle, key, receipts):
+    """Return None if manifest.json is good, else a one-line reason."""
+    envelope_dict = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    if not verifies(envelope_dict, key):
+        return "securesystemslib refused the manifest signature"
+    statement = parse_payload(envelope_dict)
+    if statement.get("_type") != STATEMENT_TYPE or statement.get("predicateType") != MANIFEST_TYPE:
+        return "manifest is not a bundle-manifest statement"
+    listed = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    wanted = {str(p.relative_to(bundle)) for p in receipts} | {"index.json"}
+    if set(listed) != wanted:
+        return f"manifest subjects differ from the files: {sorted(set(listed) ^ wanted)}"
+    for name, digest in listed.items():
+        if hashlib.sha256((bundle / name).read_bytes()).hexdigest() != digest:
+            return f"manifest digest of {name} does not match the file"
     return None
 
 
@@ -134,6 +176,15 @@ def main():
         else:
             failed += 1
             print(f"FAIL  {rel}: {reason}")
+    try:
+        reason = check_manifest(bundle, key, receipts)
+    except Exception as error:
+        reason = f"{type(error).__name__}: {error}"
+    if reason is None:
+        print("ok    manifest.json  (securesystemslib, rfc8785; subjects are exactly the files)")
+    else:
+        failed += 1
+        print(f"FAIL  manifest.json: {reason}")
     print(f"securesystemslib: {len(receipts) - failed} of {len(receipts)} receipts ok")
     return 1 if failed else 0
 

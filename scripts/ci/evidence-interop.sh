@@ -20,17 +20,21 @@ bundle=$(cd "$1" && pwd)
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache=${KVW_CACHE:-$HOME/.cache/kvwitness}
 sslib_version=1.6.0
+rfc8785_version=0.1.4
 
 echo "== sha256sum -c SHA256SUMS"
 (cd "$bundle" && sha256sum --strict -c SHA256SUMS)
 
-echo "== securesystemslib $sslib_version"
+echo "== securesystemslib $sslib_version, rfc8785 $rfc8785_version"
 venv=$cache/venv
 if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
 fi
 if ! "$venv/bin/python" -c "import securesystemslib, sys; sys.exit(securesystemslib.__version__ != '$sslib_version')" 2>/dev/null; then
   "$venv/bin/pip" install --quiet "securesystemslib[crypto]==$sslib_version"
+fi
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('rfc8785') != '$rfc8785_version')" 2>/dev/null; then
+  "$venv/bin/pip" install --quiet "rfc8785==$rfc8785_version"
 fi
 "$venv/bin/python" "$repo/scripts/ci/dsse_verify.py" "$bundle"
 

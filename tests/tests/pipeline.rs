@@ -34,7 +34,7 @@ fn write(dir: &Path, signer: &Signer) {
             (name, env, p)
         })
         .collect();
-    write_bundle(dir, receipts, &signer.public()).unwrap();
+    write_bundle(dir, receipts, signer).unwrap();
 }
 
 fn reproduce(c: &ProbeConfig) -> Result<ProbePredicate, String> {
@@ -98,7 +98,7 @@ fn a_receipt_whose_config_was_edited_and_resigned_does_not_reproduce() {
     p.verdict.leak = false;
     p.verdict.outcome = "No leak (edited)".into();
     let env = sign_predicate(&name, &p, &signer).unwrap();
-    write_bundle(&dir, vec![(name.clone(), env, p)], &signer.public()).unwrap();
+    write_bundle(&dir, vec![(name.clone(), env, p)], &signer).unwrap();
 
     let plain = verify_bundle(
         &dir,

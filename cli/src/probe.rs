@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use kvw_evidence::{sign_predicate, FreeListPolicy, KvCanaryMode, ProbePredicate, Scale, Signer};
 
-use crate::config::{incident_config, parse_fixes, validate, with_prefill_pool, DEFAULT_SEED};
-use crate::probe;
+use kvw_engine::config::{incident_config, parse_fixes, validate, with_prefill_pool, DEFAULT_SEED};
+use kvw_engine::probe;
 
 #[derive(Debug, Subcommand)]
 pub enum ProbeCommand {
@@ -125,7 +125,7 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
         write!(out, "{}", account(&predicate))?;
     }
     if let Some(path) = &args.out {
-        eprintln!("signed receipt written to {}", path.display());
+        errln!("signed receipt written to {}", path.display());
     }
     Ok(())
 }

@@ -13,9 +13,9 @@ use kvw_kernels::cpu::{paged_decode_attention, PagedAttention};
 use kvw_kernels::KvLayout;
 use rayon::prelude::*;
 
-use crate::config::{incident_config, DEFAULT_SEED};
-use crate::model::{self, HEAD_DIM, SM_SCALE};
-use crate::probe;
+use kvw_engine::config::{incident_config, DEFAULT_SEED};
+use kvw_engine::model::{self, HEAD_DIM, SM_SCALE};
+use kvw_engine::probe;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -40,10 +40,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let config = incident_config(Scale::Incident, &[], KvCanaryMode::Off, DEFAULT_SEED)?;
     let (secs, p) = best(args.reps, || probe::run(&config));
     let p = p?;
-    println!(
+    outln!(
         "incident probe at real scale (context {}, prefill pool {}, page {}): {:.3} s  [target < 1 s]  leak={}",
         config.context_len, config.prefill_pool_tokens, config.page_size, secs, p.verdict.leak
-    );
+    )?;
 
     // Attention bandwidth over written (non-zero) pages vs a memcpy of the same bytes.
     let layout = KvLayout {
@@ -80,13 +80,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     });
     std::hint::black_box(&dst);
     let gbs = |t: f64| bytes / t / 1e9;
-    println!(
+    outln!(
         "cpu attention: {:.2} GB/s; memcpy: {:.2} GB/s; ratio {:.0} %  [target ≥ 50 %]  ({} MiB of KV)",
         gbs(t_attn),
         gbs(t_copy),
         100.0 * t_copy / t_attn,
         (bytes / 1048576.0) as u64
-    );
+    )?;
 
     // Verifying a 100-receipt bundle (signatures, digests, index; no re-run).
     let signer = Signer::generate();
@@ -102,7 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok((name, env, p))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    write_bundle(&dir, receipts, &signer.public())?;
+    write_bundle(&dir, receipts, &signer)?;
     let opts = VerifyOptions {
         trusted_key: Some(signer.public()),
         reproduce: None,
@@ -110,10 +110,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let (t_verify, report) = best(args.reps, || verify_bundle(&dir, &opts));
     let report = report?;
     anyhow::ensure!(report.ok(), "the benchmark bundle does not verify");
-    println!(
+    outln!(
         "verify a {}-receipt bundle: {:.3} s  [target well under 1 s]",
         report.receipts.len(),
         t_verify
-    );
+    )?;
     Ok(())
 }

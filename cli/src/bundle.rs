@@ -16,14 +16,14 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use kvw_evidence::bundle::VerifyOptions;
+use kvw_evidence::bundle::{check_target, VerifyOptions};
 use kvw_evidence::{
     sign_predicate, verify_bundle, write_bundle, Fix, KvCanaryMode, ProbeConfig, ProbePredicate,
     Scale, Signer,
 };
 use rayon::prelude::*;
 
-use crate::probe;
+use kvw_engine::probe;
 
 /// Run the fix matrix and write a signed evidence bundle.
 #[derive(clap::Args, Debug, Clone)]
@@ -39,7 +39,7 @@ pub struct BundleArgs {
     pub key: Option<PathBuf>,
 
     /// Seed of every run.
-    #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_SEED)]
+    #[arg(long, value_name = "N", default_value_t = kvw_engine::config::DEFAULT_SEED)]
     pub seed: u64,
 
     /// Scales to run, comma-separated.
@@ -146,8 +146,8 @@ fn matrix(scales: &[Scale], seed: u64, incident: MatrixSize) -> anyhow::Result<V
 fn run_all(rows: &[Row], bar: &ProgressBar) -> anyhow::Result<Vec<ProbePredicate>> {
     rows.par_iter()
         .map(|row| {
-            let result = probe::run(&row.config)
-                .map_err(|e| anyhow!("probe {} failed: {}", row.name, super::one_line(&e)));
+            let result =
+                probe::run(&row.config).map_err(|e| anyhow!("probe {} failed: {}", row.name, e));
             bar.set_message(row.name.clone());
             bar.inc(1);
             result
@@ -159,6 +159,8 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     if args.scales.is_empty() {
         bail!("--scales is empty; give walkthrough, incident or both");
     }
+    // Refuse an unusable --out before minutes of probes, not after.
+    check_target(&args.out).map_err(|e| anyhow!("{e}"))?;
     let (signer, key_path) = match &args.key {
         Some(path) => (
             Signer::load(path).map_err(|e| anyhow!("{e}"))?,
@@ -166,11 +168,11 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
         ),
         None => Signer::load_or_create_default().map_err(|e| anyhow!("{e}"))?,
     };
-    println!(
+    outln!(
         "signing with key {} ({})",
         signer.keyid(),
         key_path.display()
-    );
+    )?;
 
     let rows = matrix(&args.scales, args.seed, args.incident_matrix)?;
     let bar = ProgressBar::new(rows.len() as u64);
@@ -195,7 +197,7 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     }
     let count = receipts.len();
     let public = signer.public();
-    let written = write_bundle(&args.out, receipts, &public).map_err(|e| anyhow!("{e}"))?;
+    let written = write_bundle(&args.out, receipts, &signer).map_err(|e| anyhow!("{e}"))?;
 
     // Read back what was written, as a reader would.
     let report = verify_bundle(
@@ -207,14 +209,14 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     )
     .map_err(|e| anyhow!("the bundle just written does not verify: {e}"))?;
     if !report.ok() {
-        println!("{report}");
+        outln!("{}", crate::out::clean_lines(&report.to_string()))?;
         bail!("the bundle just written does not verify");
     }
-    println!(
+    outln!(
         "wrote {count} receipts to {} ({leaks} leak, {} no leak); keyid {}",
         written.dir.display(),
         count - leaks,
         written.keyid
-    );
+    )?;
     Ok(())
 }

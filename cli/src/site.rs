@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+
+use crate::out::clean;
 use kvw_explorer::links::DEFAULT_ENGINE_SOURCE_BASE;
 use kvw_explorer::site::{build_site, SiteOptions};
 
@@ -65,7 +67,7 @@ fn run_build(args: SiteBuildArgs) -> anyhow::Result<()> {
     opts.engine_source_base = args.source_base;
     let report = build_site(&opts)
         .with_context(|| format!("building the site from {}", args.bundle.display()))?;
-    println!(
+    outln!(
         "site: {} pages, {} receipts verified, {} rejected; browser build {}",
         report.pages,
         report.verified.len(),
@@ -75,11 +77,15 @@ fn run_build(args: SiteBuildArgs) -> anyhow::Result<()> {
         } else {
             "absent (static pages only)"
         }
-    );
+    )?;
     for (stem, reason) in &report.rejected {
-        eprintln!("NOT VERIFIED {stem}: {reason} (its page shows a warning)");
+        errln!(
+            "NOT VERIFIED {}: {} (its page shows a warning)",
+            clean(stem),
+            clean(reason)
+        );
     }
-    println!("open {}", report.index.display());
+    outln!("open {}", report.index.display())?;
     if report.verified.is_empty() {
         bail!("no receipt of {} verified", args.bundle.display());
     }

@@ -55,12 +55,12 @@ pub fn run(args: KeygenArgs) -> anyhow::Result<()> {
     file.write_all(signer.public().to_json().as_bytes())
         .map_err(|e| anyhow!("cannot write {}: {e}", public.display()))?;
 
-    println!("keyid       {}", signer.keyid());
-    println!(
+    outln!("keyid       {}", signer.keyid())?;
+    outln!(
         "private key {} (mode 0600; keep it secret, never commit it)",
         private.display()
-    );
-    println!("public key  {} (publish this one)", public.display());
+    )?;
+    outln!("public key  {} (publish this one)", public.display())?;
     Ok(())
 }
 

@@ -13,9 +13,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
+
+use crate::out::{clean, clean_lines};
 use kvw_evidence::bundle::{check_reproduction, describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
-use kvw_evidence::receipt::verify_receipt_file;
+use kvw_evidence::receipt::{check_receipt_name, verify_receipt_file};
 use kvw_evidence::{verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions};
 
 /// Verify a bundle folder or a single receipt.
@@ -39,17 +41,32 @@ pub struct VerifyArgs {
 
 /// Re-run a probe for `--reproduce`, reducing any error to one line.
 fn rerun(config: &ProbeConfig) -> Result<ProbePredicate, String> {
-    crate::probe::run(config).map_err(|e| format!("{e:#}").replace('\n', " "))
+    kvw_engine::probe::run(config).map_err(|e| format!("{e:#}").replace('\n', " "))
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
+    // Look before opening: a FIFO or device given as PATH or --key would
+    // block or never end, and a link would hide what is really checked.
+    let meta = std::fs::symlink_metadata(&args.path)
+        .map_err(|e| anyhow!("cannot open {}: {e}", args.path.display()))?;
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        bail!(
+            "{} is a symbolic link; give the bundle folder or receipt file itself",
+            args.path.display()
+        );
+    }
+    if !kind.is_dir() && !kind.is_file() {
+        bail!(
+            "{} is neither a bundle folder nor a receipt file (a FIFO, socket or device)",
+            args.path.display()
+        );
+    }
     let trusted = match &args.key {
         Some(path) => Some(PublicKey::load(path).map_err(|e| anyhow!("{e}"))?),
         None => None,
     };
-    let meta = std::fs::symlink_metadata(&args.path)
-        .map_err(|e| anyhow!("cannot open {}: {e}", args.path.display()))?;
-    if meta.is_dir() {
+    if kind.is_dir() {
         verify_folder(&args, trusted)
     } else {
         verify_single(&args, trusted)
@@ -62,7 +79,7 @@ fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
         reproduce: if args.reproduce { Some(&rerun) } else { None },
     };
     let report = verify_bundle(&args.path, &options).map_err(|e| anyhow!("{e}"))?;
-    println!("{report}");
+    outln!("{}", clean_lines(&report.to_string()))?;
     if report.ok() {
         Ok(())
     } else {
@@ -93,7 +110,7 @@ fn key_for_single(
         }
     }
     for candidate in candidates {
-        if candidate.is_file() {
+        if candidate.symlink_metadata().is_ok() {
             let key = PublicKey::load(&candidate).map_err(|e| anyhow!("{e}"))?;
             let line = format!(
                 "key {} ({}, found beside the receipt: this proves integrity, not who \
@@ -127,30 +144,29 @@ fn key_for_single(
 
 fn verify_single(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Result<()> {
     let (key, key_line) = key_for_single(&args.path, trusted)?;
-    println!("{key_line}");
+    outln!("{}", clean(&key_line))?;
     let shown = args.path.display().to_string();
     let result = check_single(&args.path, &key, args.reproduce);
     let failed = result.is_err();
-    println!(
-        "{}",
-        ReceiptLine {
-            file: shown.clone(),
-            result,
-        }
-    );
+    let line = ReceiptLine {
+        file: shown.clone(),
+        result,
+    };
+    outln!("{}", clean(&line.to_string()))?;
     if failed {
         bail!("receipt {shown} failed verification");
     }
-    println!("OK: 1 of 1 receipts ok");
+    outln!("OK: 1 of 1 receipts ok")?;
     Ok(())
 }
 
 fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<ReceiptOk, String> {
-    let verified = verify_receipt_file(path, key).map_err(|e| e.unlocated().to_string())?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    check_receipt_name(&file_name).map_err(|e| e.to_string())?;
+    let verified = verify_receipt_file(path, key).map_err(|e| e.unlocated().to_string())?;
     if verified.name != file_name {
         return Err(format!(
             "signed under the name {:?}, stored as {file_name:?}",

@@ -1,16 +1,19 @@
-//! The `kvw` command line: a thin layer over the library crates.
+//! `kvw`, the kvwitness command line: a thin layer over the library crates.
 //!
 //! Every command parses its flags, calls into the engine, evidence or
 //! explorer crates, and prints. Errors end the process with one line on
 //! stderr and a non-zero exit code — never a panic, never a partial file.
 
-pub mod bench;
-pub mod bundle;
-pub mod keygen;
-pub mod probe;
-pub mod serve;
-pub mod site;
-pub mod verify;
+#[macro_use]
+mod out;
+
+mod bench;
+mod bundle;
+mod keygen;
+mod probe;
+mod serve;
+mod site;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -45,13 +48,23 @@ pub enum Command {
 }
 
 /// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
+                use std::io::Write as _;
+                let text = e.render().to_string();
+                let mut stdout = std::io::stdout().lock();
+                if stdout
+                    .write_all(text.as_bytes())
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    errln!("error: cannot write to standard output");
+                    return ExitCode::FAILURE;
+                }
                 return ExitCode::SUCCESS;
             }
             let text = e.to_string();
@@ -59,7 +72,7 @@ pub fn main() -> ExitCode {
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("invalid arguments");
-            eprintln!("{}", line.trim());
+            errln!("{}", out::clean(line.trim()));
             return ExitCode::from(2);
         }
     };
@@ -76,7 +89,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_line(&e));
+            errln!("error: {}", out::clean(&one_line(&e)));
             ExitCode::FAILURE
         }
     }

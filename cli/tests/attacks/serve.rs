@@ -1,0 +1,347 @@
+//! Attacks on `kvw serve` over 127.0.0.1 (issue item 9): leaving the root
+//! through links, dotfiles, encoded traversal, absurd paths, slow and idle
+//! clients; and roots that must be refused.
+
+use std::ffi::OsString;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+/// Idle timeout given to the server under test (seconds).
+const IDLE: u64 = 1;
+/// Longest a connection may stay open against that timeout.
+const CLOSE_WITHIN: Duration = Duration::from_secs(6);
+
+/// A server on a site folder seeded with bait, stopped on drop.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub _tmp: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("site");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(root.join("linked-index")).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("index.html"), "<!DOCTYPE html><p>site</p>").unwrap();
+        std::fs::write(root.join("sub/page.html"), "<p>page</p>").unwrap();
+        std::fs::write(root.join(".git/config"), "[remote] url = SECRET-GIT").unwrap();
+        std::fs::write(root.join(".env"), "TOKEN=SECRET-ENV").unwrap();
+        std::fs::write(outside.join("shadow"), "root:SECRET-SHADOW").unwrap();
+        std::fs::write(outside.join("index.html"), "SECRET-INDEX").unwrap();
+        let link =
+            |target: &Path, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        link(&outside.join("shadow"), "leak.txt");
+        link(&outside, "outside-dir");
+        link(Path::new("/etc/passwd"), "passwd");
+        link(&outside.join("index.html"), "linked-index/index.html");
+        let mut child = Command::new(KVW)
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--for-seconds",
+                "120",
+                "--idle-timeout",
+            ])
+            .arg(IDLE.to_string())
+            .arg("--dir")
+            .arg(&root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.trim().trim_end_matches('/').parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        Server {
+            child,
+            port,
+            _tmp: tmp,
+        }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// Send one raw request; the status code and body (0 if the connection
+    /// closed without a response).
+    pub fn request(&self, raw: &[u8]) -> (u16, String) {
+        let mut s = self.connect();
+        let _ = s.write_all(raw);
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let code = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (code, text)
+    }
+
+    pub fn get(&self, target: &str) -> (u16, String) {
+        self.request(
+            format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+    }
+
+    /// Seconds until the server closes a connection that behaves like `f`.
+    fn closes_within(&self, f: impl Fn(&mut TcpStream) -> bool) -> Result<Duration, String> {
+        let mut s = self.connect();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let start = Instant::now();
+        while start.elapsed() < CLOSE_WITHIN {
+            if !f(&mut s) {
+                return Ok(start.elapsed());
+            }
+            let mut b = [0u8; 256];
+            match s.read(&mut b) {
+                Ok(0) => return Ok(start.elapsed()),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return Ok(start.elapsed()),
+            }
+        }
+        Err(format!("still open after {CLOSE_WITHIN:?}"))
+    }
+}
+
+/// A request attack: the target and the statuses that count as refused.
+pub struct RequestCase {
+    pub name: &'static str,
+    pub raw: Vec<u8>,
+    pub allowed: &'static [u16],
+}
+
+fn get(name: &'static str, target: &str, allowed: &'static [u16]) -> RequestCase {
+    RequestCase {
+        name,
+        raw: format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").into_bytes(),
+        allowed,
+    }
+}
+
+const NOT_FOUND: &[u16] = &[404];
+const BAD: &[u16] = &[400, 404];
+const TOO_LONG: &[u16] = &[414];
+
+pub fn request_cases() -> Vec<RequestCase> {
+    let a = |n: usize| "a".repeat(n);
+    vec![
+        get("link-to-outside-file", "/leak.txt", NOT_FOUND),
+        get("link-to-etc-passwd", "/passwd", NOT_FOUND),
+        get("link-to-outside-folder", "/outside-dir/shadow", NOT_FOUND),
+        get("link-to-outside-folder-listing", "/outside-dir/", NOT_FOUND),
+        get("folder-index-is-a-link", "/linked-index/", NOT_FOUND),
+        get("folder-index-link-direct", "/linked-index/index.html", NOT_FOUND),
+        get("dotfile-git-config", "/.git/config", NOT_FOUND),
+        get("dotfile-env", "/.env", NOT_FOUND),
+        get("dotfile-encoded", "/%2egit/config", NOT_FOUND),
+        get("dotfile-encoded-fully", "/%2e%67%69%74/config", NOT_FOUND),
+        get("traversal-raw", "/../outside/shadow", BAD),
+        get("traversal-encoded-dots", "/%2e%2e/outside/shadow", BAD),
+        get("traversal-encoded-slash", "/sub/..%2f..%2foutside%2fshadow", BAD),
+        get("traversal-double-encoded", "/%252e%252e/outside/shadow", BAD),
+        get("traversal-backslash", "/sub/..%5c..%5coutside%5cshadow", BAD),
+        get("nul-byte", "/index.html%00.txt", BAD),
+        get("invalid-utf8", "/%ff%fe", BAD),
+        get("absolute-form-file-url", "file:///etc/passwd", &[400, 404]),
+        get("path-256", &format!("/{}", a(256)), NOT_FOUND),
+        get("path-1000-in-segments", &format!("/{}", vec![a(99); 10].join("/")), NOT_FOUND),
+        get("segment-300", &format!("/sub/{}", a(300)), NOT_FOUND),
+        get("path-4096", &format!("/{}", vec![a(200); 20].join("/")), TOO_LONG),
+        get("path-65000", &format!("/{}", vec![a(250); 260].join("/")), TOO_LONG),
+        get("query-65000", &format!("/index.html?{}", a(65_000)), TOO_LONG),
+        RequestCase {
+            name: "post-method",
+            raw: b"POST /index.html HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+            allowed: &[405],
+        },
+        RequestCase {
+            name: "garbage-request-line",
+            raw: b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n".to_vec(),
+            allowed: &[0, 400],
+        },
+        RequestCase {
+            name: "huge-header",
+            raw: format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", a(200_000)).into_bytes(),
+            allowed: &[0, 400, 431],
+        },
+    ]
+}
+
+/// Slow and idle clients: each must be disconnected within [`CLOSE_WITHIN`].
+/// A slow client: one step of its behaviour, false once the server is gone.
+pub type SlowClient = fn(&mut TcpStream) -> bool;
+
+pub fn slow_cases() -> Vec<(&'static str, SlowClient)> {
+    vec![
+        ("idle-connection", |_| true),
+        ("trickled-headers", |s| s.write_all(b"G").is_ok()),
+        ("trickled-after-request-line", |s| {
+            thread_local!(static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+            SENT.with(|sent| {
+                let r = if sent.get() {
+                    s.write_all(b"X")
+                } else {
+                    s.write_all(b"GET / HTTP/1.1\r\n")
+                };
+                sent.set(true);
+                r.is_ok()
+            })
+        }),
+        ("idle-after-keep-alive-request", |s| {
+            thread_local!(static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+            SENT.with(|sent| {
+                if !sent.get() {
+                    sent.set(true);
+                    let _ = s.write_all(b"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n");
+                }
+                true
+            })
+        }),
+    ]
+}
+
+/// Roots `kvw serve` must refuse, and other start-up attacks.
+pub fn start_cases() -> Vec<Case> {
+    let serve = |dir: OsString| {
+        args([
+            OsString::from("serve"),
+            "--addr".into(),
+            "127.0.0.1:0".into(),
+            "--for-seconds".into(),
+            "2".into(),
+            "--dir".into(),
+            dir,
+        ])
+    };
+    vec![
+        case("serve-root-folder", move |_| {
+            Cmd::new(serve("/".into()), refused(1, "file system root"))
+        }),
+        case("serve-root-via-dots", move |w| {
+            let mut dots = w.root().to_path_buf();
+            for _ in w.root().components().skip(1) {
+                dots.push("..");
+            }
+            Cmd::new(serve(dots.into()), refused(1, "file system root"))
+        }),
+        case("serve-home-folder", move |w| {
+            std::fs::create_dir_all(w.at("home/user")).unwrap();
+            let mut cmd = Cmd::new(serve(w.at("home/user").into()), refused(1, "home folder"));
+            cmd.env.push(("HOME", w.at("home/user").into()));
+            cmd
+        }),
+        case("serve-folder-holding-home", move |w| {
+            std::fs::create_dir_all(w.at("home/user")).unwrap();
+            let mut cmd = Cmd::new(serve(w.at("home").into()), refused(1, "home folder"));
+            cmd.env.push(("HOME", w.at("home/user").into()));
+            cmd
+        }),
+        case("serve-home-through-link", move |w| {
+            std::fs::create_dir_all(w.at("home/user")).unwrap();
+            std::os::unix::fs::symlink(w.at("home/user"), w.at("innocent")).unwrap();
+            let mut cmd = Cmd::new(serve(w.at("innocent").into()), refused(1, "home folder"));
+            cmd.env.push(("HOME", w.at("home/user").into()));
+            cmd
+        }),
+        case("serve-a-file", move |w| {
+            Cmd::new(serve(w.p("index.json").into()), refused(1, "not a folder"))
+        }),
+        case("serve-a-fifo", move |w| {
+            mkfifo(&w.at("f"));
+            Cmd::new(serve(w.at("f").into()), refused(1, "not a folder"))
+        }),
+        case("serve-missing-folder", move |w| {
+            Cmd::new(serve(w.at("nope").into()), refused(1, "cannot open"))
+        }),
+        case("serve-all-interfaces", move |w| {
+            let mut a = serve(w.bundle.clone().into());
+            a[2] = "0.0.0.0:0".into();
+            Cmd::new(a, refused(1, "127.0.0.1 only"))
+        }),
+        case("serve-ipv6-any", move |w| {
+            let mut a = serve(w.bundle.clone().into());
+            a[2] = "[::]:0".into();
+            Cmd::new(a, refused(1, "127.0.0.1 only"))
+        }),
+        case("serve-zero-idle-timeout", move |w| {
+            let mut a = serve(w.bundle.clone().into());
+            a.extend(args(["--idle-timeout", "0"]));
+            Cmd::new(a, refused(2, "idle-timeout"))
+        }),
+    ]
+}
+
+/// Run every request and slow-client attack against one server; returns
+/// (attacks, failures).
+pub fn run_against_server() -> (usize, Vec<String>) {
+    let server = Server::start();
+    let mut failures = Vec::new();
+    // The server works at all (not an attack).
+    let (code, body) = server.get("/");
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = server.get("/sub/page.html");
+    assert_eq!(code, 200);
+    let requests = request_cases();
+    let slow = slow_cases();
+    for case in &requests {
+        let start = Instant::now();
+        let (code, body) = server.request(&case.raw);
+        if !case.allowed.contains(&code) {
+            failures.push(format!(
+                "{}: status {code}, expected one of {:?}",
+                case.name, case.allowed
+            ));
+        }
+        if body.contains("SECRET-") {
+            failures.push(format!("{}: served a secret", case.name));
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            failures.push(format!("{}: took {:?}", case.name, start.elapsed()));
+        }
+    }
+    for (name, f) in &slow {
+        if let Err(why) = server.closes_within(f) {
+            failures.push(format!("{name}: {why}"));
+        }
+    }
+    // Still serving after all of that.
+    let (code, _) = server.get("/");
+    if code != 200 {
+        failures.push(format!("server stopped answering (status {code})"));
+    }
+    (requests.len() + slow.len(), failures)
+}

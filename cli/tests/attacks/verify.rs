@@ -1,0 +1,1027 @@
+//! Attacks on `kvw verify`: layout, SHA256SUMS, bundle-level lies, forged
+//! receipts (signed with the bundle key, as an attacker holding it would),
+//! envelopes, the index, the manifest, single receipts and keys.
+
+use std::ffi::OsString;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+fn verify(w: &Work) -> Vec<OsString> {
+    args([OsString::from("verify"), w.bundle.clone().into()])
+}
+
+fn verify_trusted(w: &Work) -> Vec<OsString> {
+    let mut a = verify(w);
+    a.push("--key".into());
+    a.push(w.at("bundle.pub.json").into());
+    a
+}
+
+fn reproduce(w: &Work) -> Vec<OsString> {
+    let mut a = verify(w);
+    a.push("--reproduce".into());
+    a
+}
+
+/// `kvw verify <bundle>` after `setup`, refused with exit 1 and `needle`.
+fn v(name: &str, needle: &'static str, setup: impl Fn(&Work) + Send + Sync + 'static) -> Case {
+    case(name, move |w| {
+        setup(w);
+        Cmd::new(verify(w), refused(1, needle))
+    })
+}
+
+/// Same, with a custom command line.
+fn vc(
+    name: &str,
+    needle: &'static str,
+    setup: impl Fn(&Work) -> Vec<OsString> + Send + Sync + 'static,
+) -> Case {
+    case(name, move |w| Cmd::new(setup(w), refused(1, needle)))
+}
+
+pub fn cases() -> Vec<Case> {
+    let mut c = Vec::new();
+
+    // --- Layout: links, FIFOs, devices, stray folders and names (issue items 1, 7, 10).
+    c.push(v("readme-links-to-signing-key", "symbolic link", |w| {
+        w.symlink("README.md", &w.at("outside/signing-key.json"));
+    }));
+    c.push(v("index-links-to-etc-shadow", "symbolic link", |w| {
+        w.symlink("index.json", std::path::Path::new("/etc/shadow"));
+    }));
+    c.push(v("index-links-to-outside-secret", "symbolic link", |w| {
+        w.symlink("index.json", &w.at("outside/shadow"));
+    }));
+    c.push(v("receipts-folder-links-elsewhere", "symbolic link", |w| {
+        std::fs::rename(w.p("receipts"), w.at("outside/receipts")).unwrap();
+        w.symlink("receipts", &w.at("outside/receipts"));
+    }));
+    c.push(v("receipt-links-outside", "symbolic link", |w| {
+        std::fs::copy(w.p(LEAK), w.at("outside/leak.json")).unwrap();
+        w.symlink(LEAK, &w.at("outside/leak.json"));
+    }));
+    c.push(v("sums-is-a-link", "symbolic link", |w| {
+        std::fs::copy(w.p("SHA256SUMS"), w.at("outside/sums")).unwrap();
+        w.symlink("SHA256SUMS", &w.at("outside/sums"));
+    }));
+    c.push(v("public-key-is-a-link", "symbolic link", |w| {
+        std::fs::copy(w.p("kvw.pub.json"), w.at("outside/key")).unwrap();
+        w.symlink("kvw.pub.json", &w.at("outside/key"));
+    }));
+    c.push(v("manifest-is-a-link", "symbolic link", |w| {
+        std::fs::copy(w.p("manifest.json"), w.at("outside/manifest")).unwrap();
+        w.symlink("manifest.json", &w.at("outside/manifest"));
+    }));
+    c.push(v("dangling-link-inside", "symbolic link", |w| {
+        w.symlink("receipts/zz.json", &w.at("outside/nothing-here"));
+    }));
+    c.push(vc("bundle-path-is-a-link", "symbolic link", |w| {
+        std::os::unix::fs::symlink(&w.bundle, w.at("link")).unwrap();
+        args([OsString::from("verify"), w.at("link").into()])
+    }));
+    c.push(v("receipt-is-a-fifo", "FIFO", |w| w.fifo(LEAK)));
+    c.push(v("index-is-a-fifo", "FIFO", |w| w.fifo("index.json")));
+    c.push(v("sums-is-a-fifo", "FIFO", |w| w.fifo("SHA256SUMS")));
+    c.push(v("manifest-is-a-fifo", "FIFO", |w| w.fifo("manifest.json")));
+    c.push(v("extra-fifo-in-receipts", "FIFO", |w| {
+        w.fifo("receipts/x.json")
+    }));
+    c.push(v("receipt-is-a-socket", "socket", |w| {
+        w.remove(LEAK);
+        // Bound from inside the folder: socket paths are limited to 108 bytes.
+        let name = LEAK.rsplit('/').next().unwrap();
+        let ok = std::process::Command::new("python3")
+            .current_dir(w.p("receipts"))
+            .args([
+                "-c",
+                &format!("import socket; socket.socket(socket.AF_UNIX).bind({name:?})"),
+            ])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "could not make a socket");
+    }));
+    c.push(vc("bundle-path-is-a-fifo", "FIFO", |w| {
+        mkfifo(&w.at("fifo"));
+        args([OsString::from("verify"), w.at("fifo").into()])
+    }));
+    c.push(vc("bundle-path-is-a-device", "device", |_| {
+        args(["verify", "/dev/zero"])
+    }));
+    c.push(vc("key-is-a-fifo", "FIFO", |w| {
+        mkfifo(&w.at("key.fifo"));
+        let mut a = verify(w);
+        a.extend(args([OsString::from("--key"), w.at("key.fifo").into()]));
+        a
+    }));
+    c.push(vc("key-links-to-a-fifo", "FIFO", |w| {
+        mkfifo(&w.at("key.fifo"));
+        std::os::unix::fs::symlink(w.at("key.fifo"), w.at("key.link")).unwrap();
+        let mut a = verify(w);
+        a.extend(args([OsString::from("--key"), w.at("key.link").into()]));
+        a
+    }));
+    c.push(vc("key-is-dev-zero", "device", |w| {
+        let mut a = verify(w);
+        a.extend(args(["--key", "/dev/zero"]));
+        a
+    }));
+    c.push(vc("key-is-a-folder", "folder", |w| {
+        let mut a = verify(w);
+        a.extend(args([OsString::from("--key"), w.at("outside").into()]));
+        a
+    }));
+    c.push(vc("key-is-huge", "limit", |w| {
+        std::fs::write(w.at("big.pub.json"), vec![b' '; 200 * 1024]).unwrap();
+        let mut a = verify(w);
+        a.extend(args([OsString::from("--key"), w.at("big.pub.json").into()]));
+        a
+    }));
+    c.push(vc("key-is-garbage", "not valid", |w| {
+        std::fs::write(w.at("bad.pub.json"), b"{\"keyid\": 1}").unwrap();
+        let mut a = verify(w);
+        a.extend(args([OsString::from("--key"), w.at("bad.pub.json").into()]));
+        a
+    }));
+    c.push(v("empty-folder-in-receipts", "unexpected folder", |w| {
+        std::fs::create_dir(w.p("receipts/empty")).unwrap();
+    }));
+    c.push(v("empty-folder-at-top", "unexpected folder", |w| {
+        std::fs::create_dir(w.p("extra")).unwrap();
+    }));
+    c.push(v("receipts-folder-empty", "empty folder", |w| {
+        for r in [LEAK, CHECKSUM, REJECT] {
+            w.remove(r);
+        }
+        w.reseal_sums();
+    }));
+    c.push(v("nested-receipt-folder", "unexpected folder", |w| {
+        std::fs::create_dir(w.p("receipts/sub")).unwrap();
+        std::fs::copy(w.p(LEAK), w.p("receipts/sub/x.json")).unwrap();
+        w.reseal_sums();
+    }));
+    c.push(v("git-folder-in-bundle", "unexpected folder", |w| {
+        std::fs::create_dir(w.p(".git")).unwrap();
+        std::fs::write(w.p(".git/config"), b"[core]").unwrap();
+    }));
+    c.push(v("dotfile-listed-in-sums", "unexpected file", |w| {
+        w.write(".env", "TOKEN=1");
+        w.reseal_sums();
+    }));
+    c.push(v("extra-file-unlisted", "not listed in SHA256SUMS", |w| {
+        w.write("notes.txt", "hello");
+    }));
+    c.push(v("extra-file-listed", "unexpected file notes.txt", |w| {
+        w.write("notes.txt", "hello");
+        w.reseal_sums();
+    }));
+    c.push(v("file-name-not-utf8", "not UTF-8", |w| {
+        std::fs::write(w.p("receipts").join(raw_name(b"\xff\xfe.json")), b"{}").unwrap();
+    }));
+    c.push(v("oversized-receipt", "limit", |w| {
+        let mut bytes = w.read(LEAK);
+        bytes.resize(17 * 1024 * 1024, b' ');
+        w.write(LEAK, bytes);
+        w.reseal_sums();
+    }));
+    c.push(v("too-many-files", "more than 10000 files", |w| {
+        for i in 0..10_001 {
+            std::fs::write(w.p(&format!("receipts/r{i}.json")), b"").unwrap();
+        }
+    }));
+    c.push(vc("empty-bundle-folder", "is empty", |w| {
+        std::fs::create_dir(w.at("empty")).unwrap();
+        args([OsString::from("verify"), w.at("empty").into()])
+    }));
+    c.push(vc("missing-path", "cannot open", |w| {
+        args([OsString::from("verify"), w.at("nope").into()])
+    }));
+
+    // --- SHA256SUMS.
+    let sums_line = |w: &Work, line: &str| {
+        let mut text = String::from_utf8(w.read("SHA256SUMS")).unwrap();
+        text.push_str(line);
+        text.push('\n');
+        w.write("SHA256SUMS", text);
+    };
+    let zero = "0".repeat(64);
+    {
+        let z = zero.clone();
+        c.push(v("sums-absolute-path", "absolute path", move |w| {
+            sums_line(w, &format!("{z}  /etc/shadow"))
+        }));
+    }
+    {
+        let z = zero.clone();
+        c.push(v("sums-dot-dot", "points outside", move |w| {
+            sums_line(w, &format!("{z}  ../outside/shadow"))
+        }));
+    }
+    {
+        let z = zero.clone();
+        c.push(v("sums-backslash", "backslash", move |w| {
+            sums_line(w, &format!("{z}  receipts\\..\\x"))
+        }));
+    }
+    {
+        let z = zero.clone();
+        c.push(v("sums-dot-component", "plain relative path", move |w| {
+            sums_line(w, &format!("{z}  ./index.json"))
+        }));
+    }
+    {
+        let z = zero.clone();
+        c.push(v("sums-lists-itself", "cannot list itself", move |w| {
+            sums_line(w, &format!("{z}  SHA256SUMS"))
+        }));
+    }
+    {
+        let z = zero.clone();
+        c.push(v(
+            "sums-lists-missing-file",
+            "listed but missing",
+            move |w| sums_line(w, &format!("{z}  receipts/ghost.json")),
+        ));
+    }
+    c.push(v("sums-duplicate-line", "listed twice", move |w| {
+        let text = String::from_utf8(w.read("SHA256SUMS")).unwrap();
+        let first = text.lines().next().unwrap().to_string();
+        sums_line(w, &first);
+    }));
+    c.push(v("sums-crlf", "control character", |w| {
+        let text = String::from_utf8(w.read("SHA256SUMS")).unwrap();
+        w.write("SHA256SUMS", text.replace('\n', "\r\n"));
+    }));
+    c.push(v("sums-malformed-line", "SHA256SUMS line", move |w| {
+        sums_line(w, "not a checksum")
+    }));
+    c.push(v("sums-empty", "not listed in SHA256SUMS", |w| {
+        w.write("SHA256SUMS", "")
+    }));
+    c.push(v("sums-not-utf8", "not UTF-8", |w| {
+        w.write("SHA256SUMS", b"\xff\xfe")
+    }));
+    c.push(v("sums-missing", "no SHA256SUMS", |w| {
+        w.remove("SHA256SUMS")
+    }));
+    c.push(v("sums-line-dropped", "not listed in SHA256SUMS", |w| {
+        let text = String::from_utf8(w.read("SHA256SUMS")).unwrap();
+        let kept: String = text
+            .lines()
+            .filter(|l| !l.ends_with("README.md"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        w.write("SHA256SUMS", kept);
+    }));
+    c.push(v("receipt-byte-flipped", "sha256 mismatch", |w| {
+        let mut bytes = w.read(LEAK);
+        let n = bytes.len() / 2;
+        bytes[n] ^= 1;
+        w.write(LEAK, bytes);
+    }));
+
+    // --- Bundle-level lies without the key (issue item 4): sums are
+    //     unsigned, the manifest is not.
+    c.push(v(
+        "leak-receipt-deleted-with-index-and-sums",
+        "signed manifest.json",
+        |w| {
+            w.remove(LEAK);
+            w.edit_index(|i| {
+                let list = i["receipts"].as_array_mut().unwrap();
+                list.retain(|e| e["file"] != LEAK);
+            });
+            w.reseal_sums();
+        },
+    ));
+    c.push(v(
+        "leak-receipt-deleted-sums-resealed",
+        "missing from the bundle",
+        |w| {
+            w.remove(LEAK);
+            w.reseal_sums();
+        },
+    ));
+    c.push(v(
+        "readme-rewritten-no-leak",
+        "README.md is not the one generated",
+        |w| {
+            let text = String::from_utf8(w.read("README.md")).unwrap();
+            w.write(
+                "README.md",
+                text.replace("Leak", "No leak").replace("LEAK", "No leak") + "\nNo leak.\n",
+            );
+            w.reseal_sums();
+        },
+    ));
+    c.push(v("readme-deleted", "no README.md", |w| {
+        w.remove("README.md");
+        w.reseal_sums();
+    }));
+    c.push(v(
+        "index-verdict-edited",
+        "index.json differs from the file the signed manifest",
+        |w| {
+            w.edit_index(|i| i["receipts"][0]["verdict"]["http_status"] = json!(299));
+            w.reseal_sums();
+        },
+    ));
+    c.push(v(
+        "genuine-leak-copied-over-checksum",
+        "differs from the file the signed manifest",
+        |w| {
+            std::fs::copy(w.p(LEAK), w.p(CHECKSUM)).unwrap();
+            w.reseal_sums();
+        },
+    ));
+    c.push(v("receipt-renamed", "not in the signed manifest", |w| {
+        std::fs::rename(w.p(LEAK), w.p("receipts/renamed.json")).unwrap();
+        w.reseal_sums();
+    }));
+    c.push(v(
+        "receipt-duplicated-under-new-name",
+        "not in the signed manifest",
+        |w| {
+            std::fs::copy(
+                w.p(LEAK),
+                w.p("receipts/incident-walkthrough-fixes-all.json"),
+            )
+            .unwrap();
+            w.reseal_sums();
+        },
+    ));
+    c.push(v(
+        "two-receipts-swapped",
+        "differs from the file the signed manifest",
+        |w| {
+            std::fs::rename(w.p(LEAK), w.at("tmp.json")).unwrap();
+            std::fs::rename(w.p(CHECKSUM), w.p(LEAK)).unwrap();
+            std::fs::rename(w.at("tmp.json"), w.p(CHECKSUM)).unwrap();
+            w.reseal_sums();
+        },
+    ));
+    c.push(v("manifest-deleted", "no manifest.json", |w| {
+        w.remove("manifest.json");
+        w.reseal_sums();
+    }));
+    c.push(v(
+        "manifest-payload-tampered",
+        "manifest.json: signature",
+        |w| {
+            let mut env: serde_json::Value =
+                serde_json::from_slice(&w.read("manifest.json")).unwrap();
+            let payload = env["payload"].as_str().unwrap().to_string();
+            let mut chars: Vec<char> = payload.chars().collect();
+            let n = chars.len() / 2;
+            chars[n] = if chars[n] == 'A' { 'B' } else { 'A' };
+            env["payload"] = json!(chars.into_iter().collect::<String>());
+            w.write("manifest.json", serde_json::to_vec_pretty(&env).unwrap());
+            w.reseal_sums();
+        },
+    ));
+    c.push(v(
+        "manifest-signed-by-stranger",
+        "no signature by key",
+        |w| {
+            w.forge_manifest(&publisher(), |_| {});
+        },
+    ));
+    c.push(vc(
+        "whole-bundle-re-signed-by-attacker-vs-trusted-key",
+        "manifest.json: no signature by key",
+        |w| {
+            // Attacker re-signs everything with their own key; the verifier
+            // trusts the publisher's key.
+            w.remove(LEAK);
+            w.reseal_all();
+            let mut a = verify(w);
+            a.extend(args([
+                OsString::from("--key"),
+                w.at("publisher.pub.json").into(),
+            ]));
+            a
+        },
+    ));
+    c.push(v("public-key-swapped", "index.json names key", |w| {
+        w.write("kvw.pub.json", publisher().public().to_json());
+        w.reseal_sums();
+    }));
+
+    // --- Forged receipts, signed with the bundle key (issue items 3, 5, 6).
+    c.push(v("duplicate-http-status-keys", "not canonical", |w| {
+        w.forge_text(LEAK, |t| {
+            t.replacen(
+                "\"http_status\":200",
+                "\"http_status\":500,\"http_status\":200",
+                1,
+            )
+        });
+        w.reseal_all();
+    }));
+    c.push(v("duplicate-keys-last-wins-lie", "not canonical", |w| {
+        w.forge_text(LEAK, |t| {
+            t.replacen("\"leak\":true", "\"leak\":true,\"leak\":false", 1)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("duplicate-top-level-member", "duplicate field", |w| {
+        w.forge_text(LEAK, |t| t.replacen('{', "{\"predicateType\":\"x\",", 1));
+        w.reseal_all();
+    }));
+    c.push(v("pretty-printed-payload", "not canonical", |w| {
+        let v: serde_json::Value = serde_json::from_slice(&w.payload(LEAK)).unwrap();
+        w.sign_raw(LEAK, &serde_json::to_vec_pretty(&v).unwrap());
+        w.reseal_all();
+    }));
+    c.push(v("payload-key-order", "not canonical", |w| {
+        w.forge_text(LEAK, |t| {
+            // Move "_type" to the end.
+            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+            let rest = t.replacen(&format!("\"_type\":{},", v["_type"]), "", 1);
+            format!("{},\"_type\":{}}}", &rest[..rest.len() - 1], v["_type"])
+        });
+        w.reseal_all();
+    }));
+    c.push(v("number-spelled-with-fraction", "not canonical", |w| {
+        w.forge_text(LEAK, |t| {
+            t.replacen("\"http_status\":200", "\"http_status\":200.0", 1)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("number-with-exponent", "not canonical", |w| {
+        w.forge_text(LEAK, |t| {
+            t.replacen("\"http_status\":200", "\"http_status\":2e2", 1)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("string-with-unicode-escape", "not canonical", |w| {
+        w.forge_text(LEAK, |t| {
+            t.replacen("\"incident\"", "\"\\u0069ncident\"", 1)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("trailing-newline-after-payload", "not canonical", |w| {
+        w.forge_text(LEAK, |t| t + "\n");
+        w.reseal_all();
+    }));
+    c.push(v("trailing-garbage-after-payload", "not valid", |w| {
+        w.forge_text(LEAK, |t| t + "{}");
+        w.reseal_all();
+    }));
+    c.push(v("byte-order-mark", "not valid", |w| {
+        w.forge_text(LEAK, |t| format!("\u{feff}{t}"));
+        w.reseal_all();
+    }));
+    c.push(v(
+        "leak-signed-as-checksum-name-copied",
+        "signed under the name",
+        |w| {
+            // Issue item 3: a genuine leak receipt over the kv-checksum name,
+            // with index, manifest and sums all made consistent by the key holder.
+            std::fs::copy(w.p(LEAK), w.p(CHECKSUM)).unwrap();
+            w.reseal_all();
+        },
+    ));
+    c.push(v(
+        "subject-name-with-markup",
+        "may hold only letters",
+        |w| {
+            let name = "a\"><img src=x onerror=alert(1)>.json";
+            w.forge_predicate(LEAK, name, |_| {});
+            std::fs::rename(w.p(LEAK), w.p(&format!("receipts/{name}"))).unwrap();
+            w.reseal_all();
+        },
+    ));
+    c.push(v("subject-name-path-traversal", "subject", |w| {
+        w.forge_predicate(LEAK, "../../escape.json", |_| {});
+        w.reseal_all();
+    }));
+    c.push(v("two-subjects", "2 subjects", |w| {
+        w.forge_statement(LEAK, |s| {
+            let first = s["subject"][0].clone();
+            s["subject"].as_array_mut().unwrap().push(first);
+        });
+        w.reseal_all();
+    }));
+    c.push(v("zero-subjects", "0 subjects", |w| {
+        w.forge_statement(LEAK, |s| s["subject"] = json!([]));
+        w.reseal_all();
+    }));
+    c.push(v("subject-digest-wrong", "subject", |w| {
+        w.forge_text(LEAK, |t| {
+            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+            let d = v["subject"][0]["digest"]["sha256"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            t.replacen(&d, &"0".repeat(64), 1)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("unknown-predicate-type", "unknown predicate", |w| {
+        w.forge_statement(LEAK, |s| {
+            s["predicateType"] = json!("https://kvwitness.dev/attestation/probe/v9")
+        });
+        w.reseal_all();
+    }));
+    c.push(v("statement-type-wrong", "_type", |w| {
+        w.forge_statement(LEAK, |s| {
+            s["_type"] = json!("https://in-toto.io/Statement/v0.1")
+        });
+        w.reseal_all();
+    }));
+    c.push(v("unknown-statement-member", "unknown field", |w| {
+        w.forge_statement(LEAK, |s| s["extra"] = json!(1));
+        w.reseal_all();
+    }));
+    c.push(v("unknown-predicate-member", "unknown field", |w| {
+        w.forge_statement(LEAK, |s| s["predicate"]["verdict"]["note"] = json!("fine"));
+        w.reseal_all();
+    }));
+    c.push(v("trace-digest-wrong", "trace_sha256", |w| {
+        w.forge_predicate(LEAK, "incident-walkthrough-fixes-none.json", |p| {
+            p.trace_sha256 = "0".repeat(64)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("verdict-flipped-trace-kept", "FAIL", |w| {
+        // The key holder can sign any verdict; the index must still agree.
+        w.forge_predicate(LEAK, "incident-walkthrough-fixes-none.json", |p| {
+            p.verdict.leak = false
+        });
+        w.reseal_keep_index();
+    }));
+    c.push(v("six-steps", "6 steps", |w| {
+        w.forge_predicate(LEAK, "incident-walkthrough-fixes-none.json", |p| {
+            p.steps.pop();
+            p.trace_sha256 = kvw_evidence::trace_sha256(&p.steps);
+        });
+        w.reseal_all();
+    }));
+    c.push(v("steps-misnumbered", "numbered", |w| {
+        w.forge_predicate(LEAK, "incident-walkthrough-fixes-none.json", |p| {
+            p.steps.swap(0, 1);
+            p.trace_sha256 = kvw_evidence::trace_sha256(&p.steps);
+        });
+        w.reseal_all();
+    }));
+    c.push(v("seed-beyond-2-53", "outside the range", |w| {
+        w.forge_text(LEAK, |t| {
+            t.replacen("\"seed\":2026", "\"seed\":1152921504606846976", 1)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("decode-pool-2-62", "outside the range", |w| {
+        w.forge_statement(LEAK, |s| {
+            s["predicate"]["config"]["decode_pool_tokens"] = json!(1u64 << 62)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("negative-status", "not valid", |w| {
+        w.forge_statement(LEAK, |s| {
+            s["predicate"]["verdict"]["http_status"] = json!(-1)
+        });
+        w.reseal_all();
+    }));
+    c.push(v("fractional-status", "not valid", |w| {
+        w.forge_statement(LEAK, |s| {
+            s["predicate"]["verdict"]["http_status"] = json!(200.5)
+        });
+        w.reseal_all();
+    }));
+    for (name, field, value, needle) in [
+        (
+            "reproduce-decode-pool-2-40",
+            "decode_pool_tokens",
+            json!(1u64 << 40),
+            "exceeds",
+        ),
+        (
+            "reproduce-prefill-pool-2-40",
+            "prefill_pool_tokens",
+            json!(1u64 << 40),
+            "exceeds",
+        ),
+        (
+            "reproduce-decode-pool-2-52",
+            "decode_pool_tokens",
+            json!(1u64 << 52),
+            "exceeds",
+        ),
+        (
+            "reproduce-context-2-40",
+            "context_len",
+            json!(1u64 << 40),
+            "context length",
+        ),
+        ("reproduce-page-size-0", "page_size", json!(0), "page size"),
+        (
+            "reproduce-page-size-4g",
+            "page_size",
+            json!(u32::MAX),
+            "larger than 1024",
+        ),
+        (
+            "reproduce-max-new-tokens-huge",
+            "max_new_tokens",
+            json!(u32::MAX),
+            "max_new_tokens",
+        ),
+        (
+            "reproduce-seed-2-53",
+            "seed",
+            json!((1u64 << 53) - 1),
+            "re-run",
+        ),
+    ] {
+        c.push(case(name, move |w| {
+            let value = value.clone();
+            w.forge_statement(LEAK, |s| s["predicate"]["config"][field] = value);
+            w.reseal_all();
+            Cmd::new(reproduce(w), refused(1, needle))
+        }));
+    }
+
+    // --- Envelopes (signed with the bundle key where a signature matters).
+    let env_edit = |w: &Work, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut env: serde_json::Value = serde_json::from_slice(&w.read(LEAK)).unwrap();
+        edit(&mut env);
+        w.write(LEAK, serde_json::to_vec_pretty(&env).unwrap());
+        w.reseal_keep_index();
+    };
+    c.push(v("payload-type-other", "payloadType", move |w| {
+        let payload = w.payload(LEAK);
+        w.write(
+            LEAK,
+            kvw_evidence::Envelope::sign("text/plain", &payload, &attacker()).to_json_pretty(),
+        );
+        w.reseal_keep_index();
+    }));
+    c.push(v("no-signatures", "no signature by key", move |w| {
+        env_edit(w, &|e| e["signatures"] = json!([]))
+    }));
+    c.push(v("signature-not-base64", "does not verify", move |w| {
+        env_edit(w, &|e| e["signatures"][0]["sig"] = json!("***"))
+    }));
+    c.push(v("signature-truncated", "does not verify", move |w| {
+        env_edit(w, &|e| {
+            let s = e["signatures"][0]["sig"].as_str().unwrap()[..40].to_string();
+            e["signatures"][0]["sig"] = json!(s);
+        })
+    }));
+    c.push(v(
+        "signature-by-stranger",
+        "no signature by key",
+        move |w| {
+            let payload = w.payload(LEAK);
+            w.write(
+                LEAK,
+                kvw_evidence::Envelope::sign(
+                    kvw_evidence::receipt::PAYLOAD_TYPE,
+                    &payload,
+                    &publisher(),
+                )
+                .to_json_pretty(),
+            );
+            w.reseal_keep_index();
+        },
+    ));
+    c.push(v("unknown-envelope-field", "unknown field", move |w| {
+        env_edit(w, &|e| e["note"] = json!("x"))
+    }));
+    c.push(v("duplicate-payload-field", "duplicate field", |w| {
+        let text = String::from_utf8(w.read(LEAK)).unwrap();
+        w.write(LEAK, text.replacen('{', "{\"payload\": \"e30=\",", 1));
+        w.reseal_keep_index();
+    }));
+    c.push(v("payload-not-base64", "base64", move |w| {
+        env_edit(w, &|e| e["payload"] = json!("!!!"))
+    }));
+    c.push(v("envelope-not-json", "not valid", |w| {
+        w.write(LEAK, "this is not json");
+        w.reseal_keep_index();
+    }));
+    c.push(v("envelope-empty", "not valid", |w| {
+        w.write(LEAK, "");
+        w.reseal_keep_index();
+    }));
+    c.push(v("envelope-is-array", "not valid", |w| {
+        w.write(LEAK, "[]");
+        w.reseal_keep_index();
+    }));
+    c.push(v("envelope-deeply-nested", "not valid", |w| {
+        w.write(LEAK, "[".repeat(200_000) + &"]".repeat(200_000));
+        w.reseal_keep_index();
+    }));
+    c.push(v("payload-deeply-nested", "not valid", |w| {
+        w.sign_raw(
+            LEAK,
+            ("[".repeat(100_000) + &"]".repeat(100_000)).as_bytes(),
+        );
+        w.reseal_keep_index();
+    }));
+
+    // --- The index and the manifest, re-signed by the key holder.
+    c.push(v(
+        "index-entry-lies-about-verdict",
+        "differs in: verdict",
+        |w| {
+            w.edit_index(|i| {
+                for e in i["receipts"].as_array_mut().unwrap() {
+                    e["verdict"]["leak"] = json!(false);
+                }
+            });
+            w.reseal_keep_index();
+        },
+    ));
+    c.push(v("index-entry-missing", "not listed in index.json", |w| {
+        w.edit_index(|i| {
+            i["receipts"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|e| e["file"] != LEAK)
+        });
+        w.reseal_keep_index();
+    }));
+    c.push(v(
+        "index-entry-without-receipt",
+        "listed in index.json but not in the bundle",
+        |w| {
+            w.edit_index(|i| {
+                let mut e = i["receipts"][0].clone();
+                e["file"] = json!("receipts/ghost.json");
+                i["receipts"].as_array_mut().unwrap().push(e);
+            });
+            w.reseal_keep_index();
+        },
+    ));
+    c.push(v("index-entry-twice", "twice", |w| {
+        w.edit_index(|i| {
+            let e = i["receipts"][0].clone();
+            i["receipts"].as_array_mut().unwrap().push(e);
+        });
+        w.reseal_keep_index();
+    }));
+    c.push(v("index-unknown-field", "unknown field", |w| {
+        w.edit_index(|i| i["extra"] = json!(true));
+        w.reseal_keep_index();
+    }));
+    c.push(v("index-format-wrong", "format", |w| {
+        w.edit_index(|i| i["format"] = json!("kvwitness-bundle/v0"));
+        w.reseal_keep_index();
+    }));
+    c.push(v("index-predicate-type-wrong", "unknown predicate", |w| {
+        w.edit_index(|i| i["predicate_type"] = json!("https://example.com/x"));
+        w.reseal_keep_index();
+    }));
+    c.push(v("index-not-json", "not valid", |w| {
+        w.write("index.json", "nope");
+        w.reseal_sums();
+    }));
+    c.push(v(
+        "readme-rewritten-by-key-holder",
+        "README.md is not the one generated",
+        |w| {
+            w.reseal_keep_index();
+            w.write("README.md", "# No leak\n\nEverything is fine.\n");
+            w.reseal_sums();
+        },
+    ));
+    c.push(v("manifest-not-canonical", "not canonical", |w| {
+        let payload = kvw_evidence::Envelope::from_json(&w.read("manifest.json"))
+            .unwrap()
+            .payload_bytes()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        w.write(
+            "manifest.json",
+            kvw_evidence::Envelope::sign(
+                kvw_evidence::receipt::PAYLOAD_TYPE,
+                &serde_json::to_vec_pretty(&v).unwrap(),
+                &attacker(),
+            )
+            .to_json_pretty(),
+        );
+        w.reseal_sums();
+    }));
+    c.push(v(
+        "manifest-omits-leak-receipt",
+        "not in the signed manifest",
+        |w| {
+            w.forge_manifest(&attacker(), |m| {
+                m["subject"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|s| s["name"] != LEAK);
+                m["predicate"]["receipts"] = json!(2);
+            });
+        },
+    ));
+    c.push(v("manifest-lists-ghost", "missing from the bundle", |w| {
+        w.forge_manifest(&attacker(), |m| {
+            m["subject"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "receipts/ghost.json", "digest": {"sha256": "0".repeat(64)}}));
+            m["predicate"]["receipts"] = json!(4);
+        });
+    }));
+    c.push(v("manifest-subject-escapes", "not a receipt", |w| {
+        w.forge_manifest(&attacker(), |m| {
+            m["subject"][0]["name"] = json!("../outside/shadow");
+        });
+    }));
+    c.push(v("manifest-count-wrong", "says", |w| {
+        w.forge_manifest(&attacker(), |m| m["predicate"]["receipts"] = json!(99));
+    }));
+    c.push(v(
+        "manifest-predicate-type-wrong",
+        "unknown predicate",
+        |w| {
+            w.forge_manifest(&attacker(), |m| {
+                m["predicateType"] = json!("https://example.com/m")
+            });
+        },
+    ));
+    c.push(v("manifest-subject-twice", "listed twice", |w| {
+        w.forge_manifest(&attacker(), |m| {
+            let s = m["subject"][1].clone();
+            m["subject"].as_array_mut().unwrap().push(s);
+            m["predicate"]["receipts"] = json!(4);
+        });
+    }));
+    c.push(v("manifest-names-other-key", "names key", |w| {
+        w.forge_manifest(&attacker(), |m| {
+            m["predicate"]["keyid"] = json!("0".repeat(64))
+        });
+    }));
+    c.push(v("manifest-digest-malformed", "malformed sha256", |w| {
+        w.forge_manifest(&attacker(), |m| {
+            m["subject"][0]["digest"]["sha256"] = json!("XYZ")
+        });
+    }));
+    c.push(v("manifest-is-a-receipt", "unknown predicate", |w| {
+        w.write("manifest.json", w.read(LEAK));
+        w.reseal_sums();
+    }));
+
+    // --- Terminal injection (issue item 8).
+    c.push(v("ansi-escape-in-file-name", "control character", |w| {
+        std::fs::copy(
+            w.p(LEAK),
+            w.p("receipts/\u{1b}[2K\rOK: 135 of 135 receipts ok.json"),
+        )
+        .unwrap();
+        w.reseal_sums();
+    }));
+    c.push(v("newline-in-file-name", "not listed", |w| {
+        std::fs::copy(w.p(LEAK), w.p("receipts/x\nOK: 3 of 3 receipts ok.json")).unwrap();
+    }));
+    c.push(v("escape-in-name-listed", "control character", |w| {
+        std::fs::copy(w.p(LEAK), w.p("receipts/x\u{1b}[1A.json")).unwrap();
+        w.reseal_all();
+    }));
+    c.push(v(
+        "bidi-override-in-file-name",
+        "may hold only letters",
+        |w| {
+            std::fs::copy(w.p(LEAK), w.p("receipts/a\u{202e}nosj.json")).unwrap();
+            w.reseal_sums();
+        },
+    ));
+    c.push(v("ansi-escape-unlisted-name", "not listed", |w| {
+        w.write("\u{1b}]0;pwned\u{7}", "x");
+    }));
+    c.push(case("ansi-escape-in-signed-outcome", |w| {
+        w.forge_predicate(LEAK, "incident-walkthrough-fixes-none.json", |p| {
+            p.verdict.outcome =
+                "\u{1b}[2K\r\u{1b}[32mOK: 135 of 135 receipts ok\u{1b}[0m\u{9b}31m".into()
+        });
+        w.reseal_all();
+        Cmd::new(verify(w), Expect::Harmless { needle: "\\e[2K" })
+    }));
+
+    // --- Single receipts (`kvw verify FILE`).
+    c.push(vc(
+        "single-receipt-fifo",
+        "neither a bundle folder nor a receipt",
+        |w| {
+            w.fifo(LEAK);
+            args([OsString::from("verify"), w.p(LEAK).into()])
+        },
+    ));
+    c.push(vc("single-receipt-link", "symbolic link", |w| {
+        std::os::unix::fs::symlink(w.p(LEAK), w.at("link.json")).unwrap();
+        args([OsString::from("verify"), w.at("link.json").into()])
+    }));
+    c.push(vc(
+        "single-receipt-dev-null",
+        "neither a bundle folder nor a receipt",
+        |_| args(["verify", "/dev/null"]),
+    ));
+    c.push(vc("single-receipt-renamed", "signed under the name", |w| {
+        std::fs::copy(
+            w.p(LEAK),
+            w.at("incident-walkthrough-fixes-kv-checksum.json"),
+        )
+        .unwrap();
+        args([
+            OsString::from("verify"),
+            w.at("incident-walkthrough-fixes-kv-checksum.json").into(),
+            "--key".into(),
+            w.at("bundle.pub.json").into(),
+        ])
+    }));
+    c.push(vc(
+        "single-receipt-markup-name",
+        "may hold only letters",
+        |w| {
+            let path = w.at("a\"><img src=x onerror=alert(1)>.json");
+            std::fs::copy(w.p(LEAK), &path).unwrap();
+            args([
+                OsString::from("verify"),
+                path.into(),
+                "--key".into(),
+                w.at("bundle.pub.json").into(),
+            ])
+        },
+    ));
+    c.push(vc("single-receipt-key-fifo", "FIFO", |w| {
+        mkfifo(&w.at("k.fifo"));
+        args([
+            OsString::from("verify"),
+            w.p(LEAK).into(),
+            "--key".into(),
+            w.at("k.fifo").into(),
+        ])
+    }));
+    c.push(vc("single-receipt-oversized", "limit", |w| {
+        let mut bytes = w.read(LEAK);
+        bytes.resize(17 * 1024 * 1024, b' ');
+        std::fs::write(w.at("incident-walkthrough-fixes-none.json"), bytes).unwrap();
+        args([
+            OsString::from("verify"),
+            w.at("incident-walkthrough-fixes-none.json").into(),
+            "--key".into(),
+            w.at("bundle.pub.json").into(),
+        ])
+    }));
+    c.push(vc(
+        "single-receipt-stranger-key",
+        "no signature by key",
+        |w| {
+            args([
+                OsString::from("verify"),
+                w.p(LEAK).into(),
+                "--key".into(),
+                w.at("publisher.pub.json").into(),
+            ])
+        },
+    ));
+    c.push(vc("single-receipt-duplicate-keys", "not canonical", |w| {
+        w.forge_text(LEAK, |t| {
+            t.replacen(
+                "\"http_status\":200",
+                "\"http_status\":500,\"http_status\":200",
+                1,
+            )
+        });
+        args([
+            OsString::from("verify"),
+            w.p(LEAK).into(),
+            "--key".into(),
+            w.at("bundle.pub.json").into(),
+        ])
+    }));
+    c.push(vc(
+        "trusted-key-not-the-bundle-key",
+        "no signature by key",
+        |w| {
+            let mut a = verify(w);
+            a.extend(args([
+                OsString::from("--key"),
+                w.at("publisher.pub.json").into(),
+            ]));
+            a
+        },
+    ));
+    c.push(vc(
+        "trusted-key-leak-deleted",
+        "signed manifest.json",
+        |w| {
+            w.remove(LEAK);
+            w.edit_index(|i| {
+                i["receipts"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|e| e["file"] != LEAK)
+            });
+            w.reseal_sums();
+            verify_trusted(w)
+        },
+    ));
+    c
+}

@@ -1,4 +1,0 @@
-//! `kvw`: see `kvw --help`.
-fn main() -> std::process::ExitCode {
-    kvw_engine::cli::main()
-}
