@@ -16,6 +16,7 @@ pub mod canonical;
 pub mod dsse;
 pub mod error;
 pub mod keys;
+pub mod model_check;
 pub mod predicate;
 pub mod receipt;
 pub mod render;
