@@ -57,6 +57,20 @@ stage "published bundle: kvw verify --reproduce" "$kvw" verify "$bundle" --repro
 stage "receipt interop" ./scripts/ci/evidence-interop.sh "$bundle"
 stage "cuda compile check" ./scripts/ci/cuda-compile-check.sh
 stage "explorer in chromium" ./scripts/ci/explorer.sh "$bundle"
+model_check() {
+  # A small bound of both verdicts: pre-fix the isolation property fails
+  # (exit 1) and the counterexample receipt verifies; all fixes hold.
+  local dir
+  dir="$(mktemp -d)"
+  "$kvw" keygen --out "$dir" >/dev/null &&
+    { "$kvw" check --fixes none --requests 1 --key "$dir/signing-key.json" --out "$dir/none.json"; [[ $? -eq 1 ]]; } &&
+    "$kvw" check --fixes all --requests 2 --faults all --key "$dir/signing-key.json" --out "$dir/all.json" &&
+    "$kvw" verify "$dir/none.json" && "$kvw" verify "$dir/all.json"
+  local rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+stage "model check (kvw check, small bound)" model_check
 stage "benchmarks" "$kvw" bench --reps 2
 
 echo

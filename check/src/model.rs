@@ -9,8 +9,9 @@
 //! `set_finish_with_abort` / `update_finish_state` of the engine's [`Req`],
 //! the result handling ([`policy::prefill_result_action`]), the handoff door
 //! ([`policy::handoff_door`]), the release rule ([`policy::release_rule`])
-//! and the router relay ([`policy::router_relays_prefill_error`]). The
-//! model only moves requests between queues and pages between owners.
+//! and the router's answer ([`policy::router_answer`]: decode's, once both
+//! workers answered). The model only moves requests between queues and
+//! pages between owners.
 //!
 //! Upstream mechanisms the transitions follow (SGLang at
 //! `8f3d6944b76c428d884582cb6c82a39db1465360`):
@@ -46,8 +47,8 @@
 //!   room closes;
 //! * **router order**: the router's messages to one worker about one request
 //!   arrive in the order it sent them (the dispatch before any abort); it
-//!   forwards a prefill error to decode only before the handoff completed
-//!   (`router_relays_prefill_error`); the client hears decode's answer;
+//!   never forwards a prefill error to decode (SGLang's `mini_lb` gathers
+//!   both answers and returns decode's, [`policy::router_answer`]);
 //! * **late writes**: when decode closes a room, the writes of that room
 //!   still on the wire are cancelled by the transfer engine — except as an
 //!   injected *late write*, which lands after the close (budgeted);
@@ -878,15 +879,14 @@ impl PdModel {
         }
         match policy::entry_door(&req, self.fixes()) {
             Door::Retire => {
+                // Prefill's answer goes to the router, which waits for
+                // decode's and returns that ([`policy::router_answer`]):
+                // nothing reaches decode.
                 req.update_finish_state();
-                let status = req
-                    .effective_finish()
-                    .map_or(500, FinishReason::status_code);
                 let rs = &mut s.reqs[r as usize];
                 rs.preq = Some(ModelReq(req));
                 rs.pstage = PStage::Done;
                 Self::send_drain_ack(s, r);
-                self.prefill_answer(s, r, status, false);
             }
             Door::Admit | Door::DropFinished => {
                 req.metadata_buffer_index = Some(0);
@@ -894,14 +894,6 @@ impl PdModel {
                 rs.preq = Some(ModelReq(req));
                 rs.pstage = PStage::Bootstrap;
             }
-        }
-    }
-
-    /// Prefill answers the router with an error; the router relays it to
-    /// decode as an abort unless the handoff completed.
-    fn prefill_answer(&self, s: &mut State, r: Rid, status: u16, handoff_complete: bool) {
-        if policy::router_relays_prefill_error(handoff_complete) {
-            s.reqs[r as usize].to_decode.push(Msg::Abort(status));
         }
     }
 
@@ -946,24 +938,16 @@ impl PdModel {
                     rs.room.checksum = Some((sent, generation));
                 }
                 preq.update_finish_state();
-                let error = preq.finished_reason.as_ref().map(FinishReason::status_code);
                 rs.pstage = PStage::Inflight;
                 Self::send_drain_ack(s, r);
-                if let Some(status) = error {
-                    self.prefill_answer(s, r, status, true);
-                }
             }
             ResultAction::Retire => {
                 rs.room.sender_aborted = true;
                 preq.update_finish_state();
-                let status = preq
-                    .effective_finish()
-                    .map_or(500, FinishReason::status_code);
                 rs.pstage = PStage::Done;
                 let pages = std::mem::take(&mut rs.ppages);
                 Self::send_drain_ack(s, r);
                 self.release(s, Side::Prefill, r, pages);
-                self.prefill_answer(s, r, status, false);
             }
         }
         Some(())

@@ -9,6 +9,7 @@ mod out;
 
 mod bench;
 mod bundle;
+mod check;
 mod keygen;
 mod probe;
 mod serve;
@@ -45,6 +46,8 @@ pub enum Command {
     Keygen(keygen::KeygenArgs),
     /// Measure the engine: incident-scale probe time and CPU attention bandwidth.
     Bench(bench::BenchArgs),
+    /// Model-check the PD handoff exhaustively (stateright) under a set of fixes.
+    Check(check::CheckArgs),
 }
 
 /// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
@@ -85,6 +88,7 @@ fn main() -> ExitCode {
         Command::Site(args) => site::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Check(args) => check::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

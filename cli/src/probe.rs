@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use kvw_evidence::render::{self, Lang};
 use kvw_evidence::{
-    sign_predicate, ChecksumScope, FreeListPolicy, PageTail, PoisonMode, ProbePredicate, Scale,
-    Signer,
+    ChecksumScope, FreeListPolicy, PageTail, PoisonMode, ProbePredicate, Scale, Signer,
 };
 
 use kvw_engine::config::{incident_config, parse_fixes, validate, with_prefill_pool, DEFAULT_SEED};
@@ -121,12 +120,12 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sign the predicate and write the DSSE envelope; the file appears whole
-/// or not at all.
-fn write_receipt(
+/// Sign a predicate of any kind and write the DSSE envelope; the file
+/// appears whole or not at all.
+pub fn write_receipt<P: kvw_evidence::PredicateKind>(
     path: &std::path::Path,
     key: Option<&std::path::Path>,
-    p: &ProbePredicate,
+    p: &P,
 ) -> anyhow::Result<()> {
     let signer = match key {
         Some(k) => Signer::load(k)?,
@@ -136,7 +135,7 @@ fn write_receipt(
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| anyhow::anyhow!("--out {} has no file name", path.display()))?;
-    let envelope = sign_predicate(name, p, &signer)?;
+    let envelope = kvw_evidence::sign_statement(name, p, &signer)?;
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

@@ -17,7 +17,9 @@ use anyhow::{anyhow, bail};
 use crate::out::{clean, clean_lines};
 use kvw_evidence::bundle::{check_reproduction, describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
-use kvw_evidence::receipt::{check_receipt_name, verify_receipt_file};
+use kvw_evidence::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
+use kvw_evidence::receipt::{check_receipt_name, verify_statement_file};
+use kvw_evidence::VerifiedReceipt;
 use kvw_evidence::{verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions};
 
 /// Verify a bundle folder or a single receipt.
@@ -166,13 +168,36 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     check_receipt_name(&file_name).map_err(|e| e.to_string())?;
-    let verified = verify_receipt_file(path, key).map_err(|e| e.unlocated().to_string())?;
-    if verified.name != file_name {
+    let statement = verify_statement_file(path, key).map_err(|e| e.unlocated().to_string())?;
+    if statement.name != file_name {
         return Err(format!(
             "signed under the name {:?}, stored as {file_name:?}",
-            verified.name
+            statement.name
         ));
     }
+    if statement.predicate_type == MODEL_CHECK_PREDICATE_TYPE {
+        let p: ModelCheckPredicate = statement.parse().map_err(|e| e.to_string())?;
+        if reproduce {
+            return Err("--reproduce re-runs probe receipts only; re-check a model-check receipt with kvw check".into());
+        }
+        return Ok(ReceiptOk {
+            name: statement.name,
+            label: format!(
+                "model check, {} request(s), {} tenant(s), {} decode pages, fixes={}",
+                p.model.requests,
+                p.model.tenants,
+                p.model.decode_pages,
+                crate::check::fix_list(&p.model.fixes)
+            ),
+            outcome: if p.all_hold {
+                "every property holds".into()
+            } else {
+                "a property fails; the receipt holds the counterexample".into()
+            },
+            reproduced: false,
+        });
+    }
+    let verified = VerifiedReceipt::from_statement(statement).map_err(|e| e.to_string())?;
     if reproduce {
         check_reproduction(&verified, &rerun)?;
     }

@@ -121,3 +121,58 @@ fn bad_input_is_one_line_and_non_zero() {
     );
     assert_one_line_error(&["probe", "nothing"], "nothing");
 }
+
+#[test]
+fn check_finds_the_incident_pre_fix_and_holds_with_all_fixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let keys = kvw(&["keygen", "--out", &d("")]);
+    assert!(keys.status.success(), "{}", stderr(&keys));
+    let key = d("signing-key.json");
+
+    let none = kvw(&[
+        "check",
+        "--fixes",
+        "none",
+        "--requests",
+        "1",
+        "--key",
+        &key,
+        "--out",
+        &d("none.json"),
+    ]);
+    assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+    let out = String::from_utf8_lossy(&none.stdout);
+    assert!(
+        out.contains("isolation") && out.contains("Violated"),
+        "{out}"
+    );
+    assert!(out.contains("shortest counterexample"), "{out}");
+    assert!(
+        out.contains("handoff_door: Admit"),
+        "the short handoff is accepted: {out}"
+    );
+
+    let all = kvw(&[
+        "check",
+        "--fixes",
+        "all",
+        "--requests",
+        "2",
+        "--faults",
+        "all",
+        "--key",
+        &key,
+        "--out",
+        &d("all.json"),
+    ]);
+    assert!(all.status.success(), "{}", stderr(&all));
+    assert!(!String::from_utf8_lossy(&all.stdout).contains("Violated"));
+
+    for receipt in ["none.json", "all.json"] {
+        let v = kvw(&["verify", &d(receipt)]);
+        assert!(v.status.success(), "{receipt}: {}", stderr(&v));
+    }
+    assert_one_line_error(&["check", "--requests", "99"], "--requests must be between");
+    assert_one_line_error(&["check", "--explore", "10.0.0.1:1"], "loopback");
+}

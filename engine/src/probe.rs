@@ -108,10 +108,7 @@ fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
             name: "incident".into(),
             version: INCIDENT_PROBE_VERSION,
         },
-        engine: EngineInfo {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            commit: env!("KVW_COMMIT").to_string(),
-        },
+        engine: engine_info(),
         backend: sim.backend.info(),
         config: config.clone(),
         requests: sim
@@ -143,6 +140,14 @@ fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
         },
         trace_sha256,
     })
+}
+
+/// This engine's version and the commit it was built from.
+pub fn engine_info() -> EngineInfo {
+    EngineInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        commit: env!("KVW_COMMIT").to_string(),
+    }
 }
 
 /// The model assumptions a configuration relies on, each with the flag of

@@ -240,6 +240,18 @@ pub fn verify_receipt_file(
     verify_receipt(&bytes, key).map_err(|e| e.in_file(path))
 }
 
+/// Read the receipt file at `path` (refusing one over
+/// [`MAX_RECEIPT_BYTES`]) and [`verify_statement`] it, whatever its
+/// predicate kind; errors name the file.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn verify_statement_file(
+    path: &std::path::Path,
+    key: &PublicKey,
+) -> Result<VerifiedStatement, EvidenceError> {
+    let bytes = crate::fsutil::read_limited(path, MAX_RECEIPT_BYTES, "receipt")?;
+    verify_statement(&bytes, key).map_err(|e| e.in_file(path))
+}
+
 /// A statement whose envelope, signature and subject digest verified; the
 /// predicate is still raw JSON of type `predicate_type`.
 #[derive(Debug, Clone, PartialEq)]
@@ -352,13 +364,19 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
 /// Verify a probe receipt's bytes against `key` (see the module
 /// documentation for every check). Errors name the first check that failed.
 pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, EvidenceError> {
-    let statement = verify_statement(bytes, key)?;
-    let predicate: ProbePredicate = statement.parse()?;
-    Ok(VerifiedReceipt {
-        name: statement.name,
-        keyid: statement.keyid,
-        predicate_sha256: statement.predicate_sha256,
-        reproducible_digest: reproducible_digest(&predicate),
-        predicate,
-    })
+    VerifiedReceipt::from_statement(verify_statement(bytes, key)?)
+}
+
+impl VerifiedReceipt {
+    /// The probe receipt a verified statement carries; refuses other kinds.
+    pub fn from_statement(statement: VerifiedStatement) -> Result<Self, EvidenceError> {
+        let predicate: ProbePredicate = statement.parse()?;
+        Ok(VerifiedReceipt {
+            name: statement.name,
+            keyid: statement.keyid,
+            predicate_sha256: statement.predicate_sha256,
+            reproducible_digest: reproducible_digest(&predicate),
+            predicate,
+        })
+    }
 }

@@ -1,0 +1,164 @@
+//! `kvw check`: the exhaustive model check of the PD handoff (`kvw-check`).
+//!
+//! Prints what was explored and each property's result; on a violation it
+//! prints the shortest counterexample and can write it as a signed receipt.
+//! Exits 0 when every property holds, 1 when one fails.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use kvw_check::{explore_address, parse_faults, parse_fixes, serve_explorer, CheckOptions};
+use kvw_evidence::model_check::FaultBudget;
+use kvw_evidence::Fix;
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Fix switches: a comma list, `none` or `all`.
+    #[arg(long, default_value = "none", value_parser = parse_fix_arg)]
+    pub fixes: FixArg,
+    /// Requests in the model (1..=6).
+    #[arg(long, default_value_t = 2)]
+    pub requests: u32,
+    /// Tenants the requests belong to (1..=6).
+    #[arg(long, default_value_t = 2)]
+    pub tenants: u32,
+    /// Decode pool pages (1..=32).
+    #[arg(long, default_value_t = 8)]
+    pub pages: u32,
+    /// Faults to inject: `none`, `all` or a list like `aborts=2,late-write,lost-ack`.
+    #[arg(long, default_value = "none", value_parser = parse_fault_arg)]
+    pub faults: FaultArg,
+    /// Give up after this many seconds (the verdict is then undecided).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Write the result as a signed receipt to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Signing key file (default: the local key, created on first use).
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+    /// Serve stateright's explorer UI on this loopback address instead of checking.
+    #[arg(long, value_name = "ADDR")]
+    pub explore: Option<String>,
+}
+
+/// A parsed `--fixes` value.
+#[derive(Debug, Clone)]
+pub struct FixArg(pub Vec<Fix>);
+
+/// A parsed `--faults` value.
+#[derive(Debug, Clone)]
+pub struct FaultArg(pub FaultBudget);
+
+fn parse_fix_arg(s: &str) -> Result<FixArg, String> {
+    parse_fixes(s).map(FixArg).map_err(|e| e.to_string())
+}
+
+fn parse_fault_arg(s: &str) -> Result<FaultArg, String> {
+    parse_faults(s).map(FaultArg).map_err(|e| e.to_string())
+}
+
+/// `none` or the switch names, comma-separated.
+pub fn fix_list(fixes: &[Fix]) -> String {
+    if fixes.is_empty() {
+        "none".into()
+    } else {
+        fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")
+    }
+}
+
+pub fn run(args: CheckArgs) -> anyhow::Result<()> {
+    let options = CheckOptions {
+        fixes: args.fixes.0.clone(),
+        requests: args.requests,
+        tenants: args.tenants,
+        decode_pages: args.pages,
+        faults: args.faults.0,
+        timeout: args.timeout.map(Duration::from_secs),
+        ..CheckOptions::default()
+    };
+    if let Some(addr) = &args.explore {
+        let addr = explore_address(addr)?;
+        options.model()?;
+        eprintln!("serving the state-space explorer on http://{addr}/ (Ctrl-C to stop)");
+        serve_explorer(&options, addr)?;
+        return Ok(());
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg}").map_err(|e| anyhow!("{e}"))?);
+    let report = kvw_check::run(&options, &mut |p| {
+        bar.set_message(format!(
+            "{} states, {} unique, depth {}",
+            p.states, p.unique_states, p.max_depth
+        ));
+        bar.tick();
+    })?;
+    bar.finish_and_clear();
+
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "kvw check — fixes {}; {} request(s), {} tenant(s), {} decode pages; faults: {} abort(s), {} late write(s), {} lost ack(s)",
+        fix_list(&options.fixes),
+        options.requests,
+        options.tenants,
+        options.decode_pages,
+        options.faults.aborts,
+        options.faults.late_writes,
+        options.faults.lost_acks
+    )?;
+    writeln!(
+        out,
+        "states explored {}, unique {}, depth {}, {:.2} s ({:.0} states/s){}",
+        report.states,
+        report.unique_states,
+        report.max_depth,
+        report.elapsed.as_secs_f64(),
+        report.states_per_second(),
+        if report.complete {
+            ""
+        } else {
+            "; search incomplete"
+        }
+    )?;
+    for p in &report.properties {
+        writeln!(
+            out,
+            "  {:<12} {:<44} {:?}",
+            format!("{:?}", p.expectation),
+            p.name,
+            p.status
+        )?;
+    }
+    let predicate = kvw_check::predicate(&report, kvw_engine::probe::engine_info());
+    if let Some(cx) = &predicate.counterexample {
+        writeln!(out, "shortest counterexample ({} steps):", cx.steps.len())?;
+        for step in &cx.steps {
+            writeln!(
+                out,
+                "  {:>2}. {:<8} {:<18} {}{}",
+                step.index,
+                step.actor,
+                step.action,
+                step.rid,
+                step.decision
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            )?;
+        }
+    }
+    if let Some(path) = &args.out {
+        crate::probe::write_receipt(path, args.key.as_deref(), &predicate)?;
+        eprintln!("signed receipt written to {}", path.display());
+    }
+    if report.all_hold() {
+        Ok(())
+    } else {
+        bail!("a property of the PD handoff fails (see the counterexample above)")
+    }
+}
