@@ -295,7 +295,9 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
     }
 }
 
-fn seconds(us: u64) -> String {
+/// Virtual microseconds as seconds with three decimals, truncated (so every
+/// surface shows the same figure for the same timestamp).
+pub fn seconds(us: u64) -> String {
     format!("{}.{:03}", us / 1_000_000, (us % 1_000_000) / 1_000)
 }
 

@@ -22,7 +22,7 @@ pub fn ResponseView(verdict: Verdict, lang: Lang) -> impl IntoView {
             <p class="http">
                 <span class=if ok { "status s200" } else { "status s4xx" }>{format!("HTTP {}", verdict.http_status)}</span>
                 " "
-                <span class="latency">{format!("{:.3} s", verdict.latency_us as f64 / 1e6)}</span>
+                <span class="latency">{format!("{} s", kvw_evidence::render::seconds(verdict.latency_us))}</span>
             </p>
             <pre class="response-text" aria-label=lang.pick("Response text", "Testo della risposta")>{parts}</pre>
             {(!verdict.canaries_leaked.is_empty()).then(|| view! {
