@@ -25,6 +25,8 @@ pub mod pool;
 pub mod probe;
 pub mod req;
 pub mod scenario;
+pub mod scenarios;
+pub mod slots;
 pub mod sim;
 pub mod trace;
 pub mod transfer;

@@ -53,6 +53,8 @@ pub fn step_of(kind: &EventKind, current: u8) -> u8 {
             _ => 7,
         },
         K::WorkerAnswer { .. } | K::Response { .. } => 7,
+        K::Resource { .. } => current,
+        K::DrainAck { .. } => 4,
     }
 }
 

@@ -60,10 +60,87 @@ pub enum Door {
 /// before any bootstrap room, sender/receiver or metadata buffer exists.
 /// Pre-fix there is no check here at all.
 pub fn entry_door(req: &Req, fixes: FixSet) -> Door {
-    if fixes.has(Fix::RetireUnadmittedReject) && is_unadmitted_reject(req) {
+    entry_door_with(req, fixes, &Doors::SHIPPED)
+}
+
+/// [`entry_door`] with the rules of `doors`.
+pub fn entry_door_with(req: &Req, fixes: FixSet, doors: &Doors) -> Door {
+    if fixes.has(Fix::RetireUnadmittedReject) && (doors.unadmitted_reject)(req) {
         Door::Retire
     } else {
         Door::Admit
+    }
+}
+
+/// The finer rules inside the fix switches: the exclusions of
+/// `is_unadmitted_reject`, what retiring does to a session, how the #36988
+/// retire path treats in-flight chunks and late results, and the drain-ack
+/// rules of deferred release. [`Doors::SHIPPED`] holds upstream's rules; a
+/// scenario's test swaps one rule for a variant without its guard to show
+/// that the scenario notices the guard's removal.
+#[derive(Debug, Clone, Copy)]
+pub struct Doors {
+    /// Upstream `is_unadmitted_reject`.
+    pub unadmitted_reject: fn(&Req) -> bool,
+    /// What retiring a request does to its session.
+    pub session_effect: fn(Option<&Session>) -> SessionEffect,
+    /// PR #36988: an aborted result is released only after the chunk writes
+    /// still in flight for its room have landed.
+    pub retire_waits_for_inflight: bool,
+    /// PR #36988: a delayed result of an already retired request is ignored.
+    pub ignore_retired_result: bool,
+    /// PR #40645: a decode drain-ack target is kept until the room's writes
+    /// finish, rather than dropped (and counted as drained) at the abort.
+    pub ack_waits_for_writes: bool,
+    /// PR #41402: every decode peer of a room is acknowledged, not one per room.
+    pub ack_every_peer: bool,
+    /// A room cleared with a chunk still outstanding is acknowledged once
+    /// that chunk lands (SGLang #38961, third gap).
+    pub ack_cleared_room: bool,
+    /// NULL (non-PD) mode keeps enqueuing a rejected request (PR #38935
+    /// leaves it alone on purpose).
+    pub null_mode_untouched: bool,
+}
+
+impl Doors {
+    /// Upstream's rules.
+    pub const SHIPPED: Doors = Doors {
+        unadmitted_reject: is_unadmitted_reject,
+        session_effect: retire_session_effect,
+        retire_waits_for_inflight: true,
+        ignore_retired_result: true,
+        ack_waits_for_writes: true,
+        ack_every_peer: true,
+        ack_cleared_room: true,
+        null_mode_untouched: true,
+    };
+}
+
+impl Default for Doors {
+    fn default() -> Self {
+        Doors::SHIPPED
+    }
+}
+
+/// The NULL-mode door (`Scheduler._add_request_to_queue` without
+/// disaggregation): PR #38935 deliberately leaves it alone, because there the
+/// one-token stub costs one cheap forward and the batch boundary returns the
+/// 400.
+pub fn null_mode_door(req: &Req, fixes: FixSet, doors: &Doors) -> Door {
+    if doors.null_mode_untouched {
+        Door::Admit
+    } else {
+        entry_door_with(req, fixes, doors)
+    }
+}
+
+/// HTTP error type upstream reports with an abort status
+/// (`BadRequestError` for 400, `InternalServerError` for 5xx).
+pub fn err_type(status: u16) -> &'static str {
+    match status {
+        400 => "BadRequestError",
+        s if s >= 500 => "InternalServerError",
+        _ => "Error",
     }
 }
 

@@ -130,6 +130,16 @@ impl Req {
         });
     }
 
+    /// `set_finish_with_abort` for an abort found after the forward (a
+    /// grammar or sampling-mask rejection of the first token): the input is
+    /// already computed, so it is left as it is.
+    pub fn set_finish_with_abort_keep_input(&mut self, message: &str, status_code: u16) {
+        self.to_finish = Some(FinishReason::Abort {
+            message: message.to_string(),
+            status_code,
+        });
+    }
+
     /// Upstream `Req.finished()`: true only once `finished_reason` is set.
     pub fn finished(&self) -> bool {
         self.finished_reason.is_some()

@@ -26,6 +26,9 @@ pub enum Fault {
     LateWrite { nth: usize, us: u64 },
     /// The decode peer's drain ack never arrives.
     LostAck,
+    /// The room's destination pages are spread over this many decode peers
+    /// (page-table index modulo `peers`), each of which acks on its own.
+    FanOut { peers: u32 },
 }
 
 /// A posted page write.
@@ -36,6 +39,8 @@ pub struct PageWrite {
     pub dst_page: u32,
     pub land_us: u64,
     pub writer: WriterId,
+    /// Decode peer the write goes to.
+    pub peer: u32,
 }
 
 /// State of one bootstrap room.
@@ -56,6 +61,41 @@ pub struct Room {
     /// Decode acknowledged the drain of this room.
     pub acked: bool,
     pub faults: Vec<Fault>,
+    /// Decode peers that acknowledged their drain.
+    pub acked_peers: Vec<u32>,
+    /// Decode is done with the room (handoff accepted or aborted).
+    pub cleared: bool,
+}
+
+impl Room {
+    /// Decode peers of the room (1 without fan-out).
+    pub fn peers(&self) -> u32 {
+        self.faults
+            .iter()
+            .find_map(|f| match f {
+                Fault::FanOut { peers } => Some((*peers).max(1)),
+                _ => None,
+            })
+            .unwrap_or(1)
+    }
+}
+
+/// How decode peers acknowledge a drained room (deferred release's ack
+/// rules, SGLang #38961 and the PRs that close its gaps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckRules {
+    /// A peer acks only once its writes landed (PR #40645); otherwise its
+    /// ack target is dropped at the abort and counted as drained.
+    pub waits_for_writes: bool,
+    /// Every peer acks (PR #41402); otherwise one ack stands for the room.
+    pub every_peer: bool,
+}
+
+impl AckRules {
+    pub const SHIPPED: AckRules = AckRules {
+        waits_for_writes: true,
+        every_peer: true,
+    };
 }
 
 /// One `send_kv_chunk` call: prefill pages `src` go to the destination
@@ -139,8 +179,10 @@ impl TransferChannel {
             return 0;
         };
         let mut sent = 0;
+        let peers = r.peers();
         for (i, &s) in src.iter().enumerate() {
             let Some(&d) = dst.get(first + i) else { break };
+            let peer = ((first + i) as u32) % peers;
             let nth = r.posted;
             r.posted += 1;
             sent += 1;
@@ -161,6 +203,7 @@ impl TransferChannel {
                     dst_page: d,
                     land_us: land,
                     writer,
+                    peer,
                 });
             }
         }
@@ -180,13 +223,58 @@ impl TransferChannel {
         }
     }
 
-    /// Decode acknowledges that it drained the room.
+    /// Decode acknowledges that it drained the room (upstream's rules).
     pub fn ack(&mut self, room: u64) {
-        if let Some(r) = self.rooms.get_mut(&room) {
-            if !r.faults.contains(&Fault::LostAck) {
-                r.acked = true;
+        self.ack_with(room, AckRules::SHIPPED);
+    }
+
+    /// Decode is done with `room`: each peer whose writes drained acks now
+    /// (every peer at once when `waits_for_writes` is off; only the first
+    /// when `every_peer` is off). Returns the peers that acked.
+    pub fn ack_with(&mut self, room: u64, rules: AckRules) -> Vec<u32> {
+        let busy: Vec<u32> = self
+            .pending
+            .iter()
+            .filter(|w| w.room == room)
+            .map(|w| w.peer)
+            .collect();
+        let Some(r) = self.rooms.get_mut(&room) else {
+            return Vec::new();
+        };
+        r.cleared = true;
+        if r.faults.contains(&Fault::LostAck) {
+            return Vec::new();
+        }
+        let peers = if rules.every_peer { r.peers() } else { 1 };
+        let mut now = Vec::new();
+        for p in 0..peers {
+            if r.acked_peers.contains(&p) || (rules.waits_for_writes && busy.contains(&p)) {
+                continue;
+            }
+            r.acked_peers.push(p);
+            now.push(p);
+        }
+        r.acked = r.acked_peers.len() as u32 >= peers;
+        now
+    }
+
+    /// Rooms decode already cleared whose outstanding writes have now landed:
+    /// their remaining peers ack (the third gap of #38961 is that they never
+    /// did). Returns `(room, peer)` of each ack.
+    pub fn ack_cleared(&mut self, rules: AckRules) -> Vec<(u64, u32)> {
+        let rooms: Vec<u64> = self
+            .rooms
+            .iter()
+            .filter(|(_, r)| r.cleared && !r.acked)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut out = Vec::new();
+        for room in rooms {
+            for peer in self.ack_with(room, rules) {
+                out.push((room, peer));
             }
         }
+        out
     }
 
     /// Writes of `room` still in flight.

@@ -636,6 +636,51 @@ pub enum EventKind {
     },
     /// The client received its response.
     Response { status: u16, text: String },
+    /// A per-request resource other than KV pages was allocated, freed,
+    /// detached or failed to be released (metadata buffer index, Mamba slot,
+    /// HiCache entry, retraction backup, streaming-session slot, KV sender).
+    /// Recorded by scenario and fuzz runs; probe v2 runs do not record it.
+    Resource {
+        worker: Worker,
+        resource: ResourceKind,
+        action: ResourceAction,
+        /// The slot or buffer index (0 where the resource has none).
+        index: u64,
+    },
+    /// A drain ack for a room from one decode peer reached the sender.
+    DrainAck { room: u64, peer: u32 },
+}
+
+/// A per-request resource a worker holds besides KV pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceKind {
+    /// `metadata_buffer_index` from `req_to_metadata_buffer_idx_allocator`.
+    MetadataBuffer,
+    /// `kv.mamba_pool_idx`: the hybrid (Mamba) state slot.
+    MambaSlot,
+    /// The HiCache storage entry `tree_cache.release_aborted_request` clears.
+    HicacheEntry,
+    /// `kv.retraction_backup`: host KV kept for a retracted request.
+    RetractionBackup,
+    /// A streaming session's active slot.
+    SessionSlot,
+    /// The KV sender (`disagg_kv_sender`).
+    KvSender,
+}
+
+/// What happened to a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceAction {
+    Allocate,
+    Free,
+    /// Freed again while already free (a double free).
+    DoubleFree,
+    /// A session's active slot was detached from the request.
+    Detach,
+    /// `sender.abort()` raised (transport down); cleanup went on.
+    AbortFailed,
 }
 
 /// What a receiver poll said.

@@ -474,6 +474,13 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             "{w} → router: {status} {finish_reason}", "{w} → router: {status} {finish_reason}",
             w = worker(*w, lang), status = status, finish_reason = finish_reason),
         EventKind::Response { status, .. } => say!(lang, "client ← HTTP {status}", "client ← HTTP {status}", status = status),
+        EventKind::Resource { worker: w, resource, action, index } => say!(lang,
+            "{w}: {resource:?} {index}: {action:?}", "{w}: {resource:?} {index}: {action:?}",
+            w = worker(*w, lang), resource = resource, index = index, action = action),
+        EventKind::DrainAck { room, peer } => say!(lang,
+            "decode peer {peer} → prefill: drain ack for room {room}",
+            "peer decode {peer} → prefill: ack di svuotamento per la stanza {room}",
+            peer = peer, room = room),
     };
     format!("{} {} · {body}", seconds(e.at_us), e.rid)
 }

@@ -9,7 +9,8 @@
 //! compares that with what arrived.
 
 use kvw_evidence::{
-    DoorDecision, DoorName, EventKind, Fix, PoisonMode, PollResult, PoolSide, Worker,
+    DoorDecision, DoorName, EventKind, Fix, PoisonMode, PollResult, PoolSide,
+    ResourceAction as RA, ResourceKind as RK, Worker,
 };
 use kvw_kernels::cpu::{self, PagedAttention};
 use kvw_kernels::TagCheck;
@@ -17,7 +18,7 @@ use kvw_kernels::TagCheck;
 use super::prefill::answer_of;
 use super::Sim;
 use crate::model::{self, k_code, v_code, SM_SCALE};
-use crate::policy::{self, Door, HandoffDecision, KvPoll};
+use crate::policy::{self, Door, HandoffDecision, KvPoll, SessionEffect};
 use crate::req::{validate_input_length, FinishReason, Req};
 use crate::trace::{ranges, req_state};
 
@@ -31,6 +32,12 @@ struct DReq {
     table: Vec<u32>,
     waited_since: u64,
     has_receiver: bool,
+    /// The client aborted: `kv_receiver.abort()` was called.
+    receiver_aborted: bool,
+    /// Requeued by `retract_decode` (`add(..., is_retracted=True)`).
+    requeued: bool,
+    /// Decode's metadata buffer index (it lives on `DecodeRequest`, not `Req`).
+    metadata: Option<u32>,
 }
 
 /// State of the decode scheduler.
@@ -39,8 +46,9 @@ pub struct DecodeWorker {
     prealloc_queue: Vec<DReq>,
     transfer_queue: Vec<DReq>,
     running_batch: Vec<DReq>,
+    /// Retracted requests waiting to resume from their backup.
+    retracted_queue: Vec<DReq>,
     busy_until: u64,
-    next_metadata: usize,
 }
 
 /// Record a door decision of decode, with the request's state it read.
@@ -65,7 +73,15 @@ fn door(sim: &mut Sim, d: &DReq, door: DoorName, decision: DoorDecision) {
 /// A request arrives from the router with the prompt the client sent;
 /// decode's own input check runs against decode's own cap.
 pub fn receive(sim: &mut Sim, i: u32) {
-    let mut req = sim.entries[i as usize].req();
+    let mut req = sim.entries[i as usize].req_on(false);
+    let requeued = sim.entries[i as usize]
+        .extras
+        .reentry
+        .as_ref()
+        .is_some_and(|r| r.decode && r.requeued_by_retract);
+    if req.retraction_backup.is_some() {
+        sim.resource(i, Worker::Decode, RK::RetractionBackup, RA::Allocate, 0);
+    }
     let original_len = req.input_len();
     let cap = sim.config.decode_input_cap();
     let rejection = validate_input_length(original_len, cap);
@@ -88,7 +104,56 @@ pub fn receive(sim: &mut Sim, i: u32) {
         table: Vec::new(),
         waited_since: 0,
         has_receiver: false,
+        receiver_aborted: false,
+        requeued,
+        metadata: None,
     });
+}
+
+/// The client aborted request `i`: a queued request's receiver is aborted
+/// (`kv_receiver.abort()`), a running one finishes at its next step.
+pub fn client_abort(sim: &mut Sim, i: u32) {
+    let w = &mut sim.decode;
+    let abort = crate::req::FinishReason::Abort {
+        message: super::ABORT_MESSAGE.into(),
+        status_code: 503,
+    };
+    for d in w
+        .prealloc_queue
+        .iter_mut()
+        .chain(w.transfer_queue.iter_mut())
+        .filter(|d| d.idx == i)
+    {
+        if d.req.to_finish.is_none() && !d.req.finished() {
+            d.req.to_finish = Some(abort.clone());
+        }
+        d.receiver_aborted = d.has_receiver;
+    }
+    for d in w.running_batch.iter_mut().filter(|d| d.idx == i) {
+        if d.req.to_finish.is_none() && !d.req.finished() {
+            d.req.to_finish = Some(abort.clone());
+        }
+    }
+}
+
+/// Retracted requests resume from their retraction backup; one that carries
+/// a pending abort goes through normal cleanup instead: the backup is
+/// discarded (`retraction_discard`) and the abort's status answered.
+fn retracted(sim: &mut Sim) {
+    for mut d in std::mem::take(&mut sim.decode.retracted_queue) {
+        if d.req.to_finish.is_some() {
+            d.req.update_finish_state();
+            if d.req.retraction_backup.take().is_some() {
+                sim.resource(d.idx, Worker::Decode, RK::RetractionBackup, RA::Free, 0);
+            }
+            let (status, message) = answer_of(&d.req);
+            sim.decode_answer(sim.now, d.idx, status, message, Vec::new());
+        } else {
+            // Nothing to restore in this model: it re-enters through a receiver.
+            d.requeued = false;
+            sim.decode.prealloc_queue.push(d);
+        }
+    }
 }
 
 /// One iteration of the decode event loop. Returns when to run again.
@@ -97,6 +162,7 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         return Some(sim.decode.busy_until);
     }
     sim.release_deferred(PoolSide::Decode);
+    retracted(sim);
     prealloc(sim);
     let mut next = transfer(sim);
     if !sim.decode.running_batch.is_empty() {
@@ -107,6 +173,10 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         }
         sim.decode.busy_until = end;
         next = Some(next.map_or(end, |n: u64| n.min(end)));
+    }
+    if !sim.decode.retracted_queue.is_empty() {
+        let soon = sim.now + sim.costs.decode_step_us;
+        next = Some(next.map_or(soon, |n: u64| n.min(soon)));
     }
     if !sim.decode.prealloc_queue.is_empty()
         && next.is_none()
@@ -128,16 +198,33 @@ fn prealloc(sim: &mut Sim) {
             continue;
         }
         let probed = sim.is_probed(d.idx);
-        if !d.has_receiver && policy::entry_door(&d.req, sim.fixes) == Door::Retire {
+        if !d.has_receiver
+            && policy::entry_door_with(&d.req, sim.fixes, &sim.doors) == Door::Retire
+        {
             door(
                 sim,
                 &d,
                 DoorName::DecodePreallocQueue,
                 DoorDecision::Retired,
             );
+            if (sim.doors.session_effect)(d.req.session.as_ref())
+                == SessionEffect::DetachActiveSlot
+            {
+                sim.session_release(d.idx, RA::Detach);
+            }
             d.req.update_finish_state();
             let (status, message) = answer_of(&d.req);
             sim.decode_answer(sim.now, d.idx, status, message, Vec::new());
+            continue;
+        }
+        if !d.has_receiver && d.requeued {
+            door(
+                sim,
+                &d,
+                DoorName::DecodePreallocQueue,
+                DoorDecision::Admitted,
+            );
+            sim.decode.retracted_queue.push(d);
             continue;
         }
         if !d.has_receiver {
@@ -159,9 +246,25 @@ fn prealloc(sim: &mut Sim) {
             sim.decode.prealloc_queue.push(d);
             continue;
         };
+        for &page in &table {
+            sim.decode_owner[page as usize] = Some(d.idx);
+        }
         d.table = table;
-        d.req.metadata_buffer_index = Some(sim.decode.next_metadata);
-        sim.decode.next_metadata += 1;
+        if let Some(slot) = sim.metadata[PoolSide::Decode as usize].alloc() {
+            sim.resource(
+                d.idx,
+                Worker::Decode,
+                RK::MetadataBuffer,
+                if slot.collided {
+                    RA::DoubleFree
+                } else {
+                    RA::Allocate
+                },
+                slot.index as u64,
+            );
+            d.metadata = Some(slot.index);
+        }
+        d.req.metadata_buffer_index = d.metadata.map(|m| m as usize);
         d.waited_since = sim.now;
         sim.channel
             .receiver_init(d.req.bootstrap_room, d.table.clone());
@@ -197,7 +300,11 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
     let mut next: Option<u64> = None;
     for d in queue {
         let room = d.req.bootstrap_room;
-        let poll = sim.channel.poll(room);
+        let poll = if d.receiver_aborted {
+            KvPoll::Failed
+        } else {
+            sim.channel.poll(room)
+        };
         let waited = sim.now - d.waited_since;
         if poll == KvPoll::Transferring && waited < timeout_us {
             let deadline = d.waited_since + timeout_us;
@@ -234,7 +341,7 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
         match policy::handoff_door(&d.req, poll, waited, timeout_us, checksum_ok) {
             HandoffDecision::Wait => sim.decode.transfer_queue.push(d),
             HandoffDecision::Admit => {
-                sim.channel.ack(room);
+                sim.ack(room);
                 sim.wake_prefill(sim.now + sim.costs.hop_back_us);
                 door(
                     sim,
@@ -266,7 +373,7 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
                         message: message.clone(),
                     },
                 );
-                sim.channel.ack(room);
+                sim.ack(room);
                 finish(sim, d, status, message, sim.now);
             }
         }
@@ -393,7 +500,12 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
     let pos = seq_len;
     if pos / ps >= d.table.len() {
         match sim.decode_pool.alloc(1) {
-            Some(p) => d.table.extend(p),
+            Some(p) => {
+                for &page in &p {
+                    sim.decode_owner[page as usize] = Some(d.idx);
+                }
+                d.table.extend(p)
+            }
             None => {
                 finish(sim, d, 500, "out of KV memory on decode".into(), end);
                 return;
@@ -438,8 +550,16 @@ fn foreign_pages(sim: &Sim, pages: &[u32], me: crate::pool::WriterId) -> usize {
 }
 
 /// Answer the router and give the pages back (or defer them).
-fn finish(sim: &mut Sim, d: DReq, status: u16, text: String, at: u64) {
+fn finish(sim: &mut Sim, mut d: DReq, status: u16, text: String, at: u64) {
     let output = d.req.output_ids.clone();
+    if let Some(index) = d.metadata.take() {
+        let held = sim.metadata[PoolSide::Decode as usize].free(index);
+        let action = if held { RA::Free } else { RA::DoubleFree };
+        sim.resource(d.idx, Worker::Decode, RK::MetadataBuffer, action, index as u64);
+    }
+    if d.req.retraction_backup.take().is_some() {
+        sim.resource(d.idx, Worker::Decode, RK::RetractionBackup, RA::Free, 0);
+    }
     sim.release(PoolSide::Decode, d.idx, d.req.bootstrap_room, d.table);
     sim.decode_answer(at, d.idx, status, text, output);
 }

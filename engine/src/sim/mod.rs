@@ -9,6 +9,8 @@
 //! events at the same virtual microseconds, bit for bit.
 
 mod decode;
+pub mod extras;
+pub mod null_mode;
 mod prefill;
 mod release;
 
@@ -23,15 +25,25 @@ use kvw_kernels::KvLayout;
 
 use crate::backend::Backend;
 use crate::model::HEAD_DIM;
-use crate::policy::FixSet;
+use crate::policy::{Doors, FixSet};
 use crate::pool::{KvPool, WriterId};
+use crate::slots::SlotPool;
 use crate::req::Req;
 use crate::scenario::Arrival;
 use crate::trace::{ranges, Trace};
 use crate::transfer::TransferChannel;
 
 pub use decode::DecodeWorker;
+pub use extras::{Extras, Reentry, SamplingMask};
 pub use prefill::PrefillWorker;
+
+/// Size of each worker's metadata buffer and Mamba slot pools (model
+/// assumption: upstream sizes them from `max_running_requests`; only
+/// exhaustion, never reached by the probes, would depend on it).
+pub const SLOTS: u32 = 64;
+
+/// Message of a client's abort (upstream `AbortReq`).
+pub const ABORT_MESSAGE: &str = "Aborted by AbortReq.";
 
 /// Virtual costs (microseconds). Model assumptions; only their order matters.
 pub mod cost {
@@ -89,6 +101,8 @@ pub struct Entry {
     pub decode_answer: Option<Response>,
     /// What the client received.
     pub response: Option<Response>,
+    /// What a scenario script adds to the request.
+    pub extras: Extras,
 }
 
 impl Entry {
@@ -101,6 +115,14 @@ impl Entry {
             self.arrival.max_new_tokens,
             self.room,
         )
+    }
+
+    /// The request as worker `prefill` (or decode) builds it, with the
+    /// script's re-entry markers and session applied.
+    pub fn req_on(&self, prefill: bool) -> Req {
+        let mut req = self.req();
+        self.extras.apply(&mut req, prefill);
+        req
     }
 }
 
@@ -130,6 +152,7 @@ enum Msg {
         output_ids: Vec<u32>,
     },
     ClientGets(u32),
+    ClientAbort(u32),
     PrefillTick,
     DecodeTick,
     Land,
@@ -162,6 +185,24 @@ pub struct Sim<'b> {
     pub marks: ProbeMarks,
     /// Hop and step costs.
     pub costs: cost::Costs,
+    /// The finer door and cleanup rules (upstream's unless a test swaps one).
+    pub doors: Doors,
+    /// Record [`kvw_evidence::EventKind::Resource`] events (scenario and
+    /// fuzz runs; probe v2 receipts predate them).
+    pub resource_events: bool,
+    /// Metadata buffer indices of prefill and decode, indexed by `PoolSide`.
+    pub metadata: [SlotPool; 2],
+    /// Mamba state slots of prefill.
+    pub mamba: SlotPool,
+    /// Streaming sessions and the request holding each one's active slot.
+    pub sessions: std::collections::BTreeMap<String, Option<u32>>,
+    /// Request each decode page is handed to (`None` when free).
+    pub decode_owner: Vec<Option<u32>>,
+    /// Request each prefill page is handed to.
+    pub prefill_owner: Vec<Option<u32>>,
+    /// Page writes that landed in a decode page not handed to their writer,
+    /// or copied a prefill page no longer held by it: (request, page).
+    pub stale_writes: Vec<(u32, u32)>,
     /// Deferred releases, indexed by `PoolSide as usize`.
     deferred: [Vec<release::Deferred>; 2],
     prefill: PrefillWorker,
@@ -215,10 +256,21 @@ impl<'b> Sim<'b> {
                     prefill_answer: None,
                     decode_answer: None,
                     response: None,
+                    extras: Extras::default(),
                 }
             })
             .collect::<Vec<_>>();
+        let decode_pages = decode_pool.pages_total();
+        let prefill_pages = prefill_pool.pages_total();
         let mut sim = Sim {
+            doors: Doors::SHIPPED,
+            resource_events: false,
+            metadata: [SlotPool::new(SLOTS), SlotPool::new(SLOTS)],
+            mamba: SlotPool::new(SLOTS),
+            sessions: Default::default(),
+            decode_owner: vec![None; decode_pages],
+            prefill_owner: vec![None; prefill_pages],
+            stale_writes: Vec::new(),
             backend,
             now: 0,
             prefill: PrefillWorker::new(&config),
@@ -303,14 +355,80 @@ impl<'b> Sim<'b> {
 
     /// Run until every request has its answer or the horizon passes.
     pub fn run(&mut self) {
+        while self.step() {}
+    }
+
+    /// Handle the next message; false once every request has its answer,
+    /// nothing is left to do or the horizon passed. Callers that check
+    /// invariants after every event loop on this.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse((at, _, msg))) = self.queue.pop() else {
+            return false;
+        };
+        if at > cost::HORIZON_US {
+            return false;
+        }
+        self.now = at;
+        self.handle(msg);
+        !self.entries.iter().all(|e| e.response.is_some())
+    }
+
+    /// Handle what is left after the last answer (writes still in flight,
+    /// drain acks, deferred releases) until nothing is, or the horizon.
+    pub fn quiesce(&mut self) {
         while let Some(Reverse((at, _, msg))) = self.queue.pop() {
             if at > cost::HORIZON_US {
                 break;
             }
             self.now = at;
             self.handle(msg);
-            if self.entries.iter().all(|e| e.response.is_some()) {
-                break;
+        }
+    }
+
+    /// The client of request `req` aborts it at `at` (upstream
+    /// `abort_request`: the router tells both workers).
+    pub fn client_abort(&mut self, at: u64, req: u32) {
+        self.send(at, Msg::ClientAbort(req));
+    }
+
+    /// Record a resource event when resource events are on.
+    pub fn resource(
+        &mut self,
+        req: u32,
+        worker: Worker,
+        resource: kvw_evidence::ResourceKind,
+        action: kvw_evidence::ResourceAction,
+        index: u64,
+    ) {
+        if self.resource_events {
+            self.record(
+                req,
+                EventKind::Resource {
+                    worker,
+                    resource,
+                    action,
+                    index,
+                },
+            );
+        }
+    }
+
+    /// Give back the streaming-session slot `req` holds (the scheduler's
+    /// normal cleanup, or a retirement's detach).
+    pub fn session_release(&mut self, req: u32, action: kvw_evidence::ResourceAction) {
+        let Some((id, true)) = self.entries[req as usize].extras.session.clone() else {
+            return;
+        };
+        if let Some(holder) = self.sessions.get_mut(&id) {
+            if *holder == Some(req) {
+                *holder = None;
+                self.resource(
+                    req,
+                    Worker::Prefill,
+                    kvw_evidence::ResourceKind::SessionSlot,
+                    action,
+                    0,
+                );
             }
         }
     }
@@ -318,6 +436,9 @@ impl<'b> Sim<'b> {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Arrive(i) => {
+                if !self.session_admit(i) {
+                    return;
+                }
                 let prompt_len = self.entries[i as usize].arrival.prompt.len() as u64;
                 let room = self.entries[i as usize].room;
                 self.record(i, EventKind::Dispatch { prompt_len, room });
@@ -347,6 +468,23 @@ impl<'b> Sim<'b> {
                 }
             }
             Msg::Land => self.land(),
+            Msg::ClientAbort(i) => {
+                if self.entries[i as usize].response.is_some() {
+                    return;
+                }
+                self.record(
+                    i,
+                    EventKind::Abort {
+                        worker: Worker::Client,
+                        status: 503,
+                        message: ABORT_MESSAGE.into(),
+                    },
+                );
+                prefill::client_abort(self, i);
+                decode::client_abort(self, i);
+                self.wake_prefill(self.now);
+                self.wake_decode(self.now);
+            }
             Msg::PrefillAnswer {
                 req,
                 status,
@@ -386,6 +524,50 @@ impl<'b> Sim<'b> {
         }
     }
 
+    /// `create_req` on a streaming session marks it in flight; a session
+    /// whose active slot is still held fails the new request with 400.
+    /// Returns whether the request goes on.
+    fn session_admit(&mut self, i: u32) -> bool {
+        let Some((id, true)) = self.entries[i as usize].extras.session.clone() else {
+            return true;
+        };
+        let holder = self.sessions.entry(id.clone()).or_default();
+        if holder.is_some() {
+            let text = format!("session {id} already has a request in flight");
+            self.record(
+                i,
+                EventKind::Abort {
+                    worker: Worker::Router,
+                    status: 400,
+                    message: text.clone(),
+                },
+            );
+            self.record(
+                i,
+                EventKind::Response {
+                    status: 400,
+                    text: text.clone(),
+                },
+            );
+            self.entries[i as usize].response = Some(Response {
+                status: 400,
+                text,
+                at_us: self.now,
+                output_ids: Vec::new(),
+            });
+            return false;
+        }
+        *holder = Some(i);
+        self.resource(
+            i,
+            Worker::Prefill,
+            kvw_evidence::ResourceKind::SessionSlot,
+            kvw_evidence::ResourceAction::Allocate,
+            0,
+        );
+        true
+    }
+
     /// The PD router waits for both workers' answers and returns decode's
     /// (see [`crate::policy::router_answer`]).
     fn router_combine(&mut self, req: u32) {
@@ -413,6 +595,11 @@ impl<'b> Sim<'b> {
             return;
         }
         for w in &landed {
+            let dst_owner = self.decode_owner.get(w.dst_page as usize).copied().flatten();
+            let src_owner = self.prefill_owner.get(w.src_page as usize).copied().flatten();
+            if dst_owner != Some(w.writer.req) || src_owner != Some(w.writer.req) {
+                self.stale_writes.push((w.writer.req, w.dst_page));
+            }
             // Disjoint fields: copy straight from one pool into the other.
             let bytes = self.prefill_pool.page_bytes(w.src_page);
             self.decode_pool.write_page(w.dst_page, bytes, w.writer);
@@ -432,9 +619,38 @@ impl<'b> Sim<'b> {
                 },
             );
         }
+        if self.doors.ack_cleared_room {
+            for (room, peer) in self.channel.ack_cleared(self.ack_rules()) {
+                self.record_ack(room, peer);
+            }
+        }
         self.schedule_landings();
         self.wake_prefill(self.now);
         self.wake_decode(self.now);
+    }
+
+    /// The drain-ack rules of this run.
+    pub fn ack_rules(&self) -> crate::transfer::AckRules {
+        crate::transfer::AckRules {
+            waits_for_writes: self.doors.ack_waits_for_writes,
+            every_peer: self.doors.ack_every_peer,
+        }
+    }
+
+    /// Decode is done with `room`: its drained peers ack.
+    pub fn ack(&mut self, room: u64) {
+        for peer in self.channel.ack_with(room, self.ack_rules()) {
+            self.record_ack(room, peer);
+        }
+    }
+
+    fn record_ack(&mut self, room: u64, peer: u32) {
+        if !self.resource_events {
+            return;
+        }
+        if let Some(i) = self.entries.iter().position(|e| e.room == room) {
+            self.record(i as u32, EventKind::DrainAck { room, peer });
+        }
     }
 
     /// Prefill answers the router with a status and finish reason.

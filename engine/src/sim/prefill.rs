@@ -6,16 +6,17 @@
 //! `process_batch_result_disagg_prefill`, `send_kv_chunk`,
 //! `process_disagg_prefill_inflight_queue`) at the pinned commit.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use kvw_evidence::{
-    DoorDecision, DoorName, EventKind, Fix, PageTail, PollResult, PoolSide, ProbeConfig, Worker,
+    DoorDecision, DoorName, EventKind, Fix, PageTail, PollResult, PoolSide, ProbeConfig,
+    ResourceAction as RA, ResourceKind as RK, Worker,
 };
 use kvw_kernels::cpu;
 
 use super::Sim;
 use crate::model::{k_code, v_code};
-use crate::policy::{self, Door, KvPoll, ResultAction};
+use crate::policy::{self, Door, KvPoll, ResultAction, SessionEffect};
 use crate::req::{validate_input_length, FinishReason, Req};
 use crate::trace::req_state;
 use crate::transfer::ChunkSend;
@@ -32,6 +33,12 @@ struct PReq {
     done: usize,
     /// Pages already posted to decode.
     sent_pages: usize,
+    /// Mamba state slot (hybrid models), allocated before any KV.
+    mamba: Option<u32>,
+    /// HiCache storage entry armed by `_prefetch_kvcache`.
+    hicache: bool,
+    /// Virtual time the final chunk was posted.
+    sent_at: u64,
 }
 
 /// State of the prefill scheduler.
@@ -42,8 +49,13 @@ pub struct PrefillWorker {
     bootstrap_queue: Vec<PReq>,
     waiting_queue: VecDeque<PReq>,
     inflight_queue: Vec<PReq>,
+    /// Retired results waiting for their room's in-flight writes (PR #36988).
+    retiring: Vec<PReq>,
+    /// Results delivered a second time, processed at the next iteration.
+    late_results: Vec<PReq>,
+    /// Requests already retired.
+    retired: BTreeSet<u32>,
     busy_until: u64,
-    next_metadata: usize,
     /// Prefill pages each request held, for the page picture.
     history: BTreeMap<u32, Vec<u32>>,
 }
@@ -59,8 +71,10 @@ impl PrefillWorker {
             bootstrap_queue: Vec::new(),
             waiting_queue: VecDeque::new(),
             inflight_queue: Vec::new(),
+            retiring: Vec::new(),
+            late_results: Vec::new(),
+            retired: BTreeSet::new(),
             busy_until: 0,
-            next_metadata: 0,
             history: BTreeMap::new(),
         }
     }
@@ -99,8 +113,24 @@ fn door(
 
 /// A request arrives from the router: validate, then the bootstrap-queue door.
 pub fn receive(sim: &mut Sim, i: u32) {
-    let mut req = sim.entries[i as usize].req();
+    let mut req = sim.entries[i as usize].req_on(true);
     let original_len = req.input_len();
+    let extras = sim.entries[i as usize].extras.clone();
+    // What a re-entering request still holds when it reaches the door again.
+    if extras
+        .reentry
+        .as_ref()
+        .is_some_and(|r| r.prefill && r.metadata_buffer_index)
+    {
+        req.metadata_buffer_index = alloc_metadata(sim, i);
+    }
+    if req.retraction_backup.is_some() {
+        sim.resource(i, Worker::Prefill, RK::RetractionBackup, RA::Allocate, 0);
+    }
+    // `_prefetch_kvcache` arms the HiCache entry before the door.
+    if extras.hicache {
+        sim.resource(i, Worker::Prefill, RK::HicacheEntry, RA::Allocate, 0);
+    }
     let cap = sim.prefill.cap;
     let rejection = validate_input_length(original_len, cap);
     sim.record(
@@ -115,7 +145,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
     if let Some(msg) = rejection {
         req.set_finish_with_abort(&msg, 400);
     }
-    match policy::entry_door(&req, sim.fixes) {
+    match policy::entry_door_with(&req, sim.fixes, &sim.doors) {
         Door::Retire => {
             door(
                 sim,
@@ -125,6 +155,13 @@ pub fn receive(sim: &mut Sim, i: u32) {
                 DoorName::PrefillBootstrapQueue,
                 DoorDecision::Retired,
             );
+            // `retire_unadmitted_request`: `_release_aborted_request`, the
+            // session's detach, then the original status.
+            if extras.hicache {
+                sim.resource(i, Worker::Prefill, RK::HicacheEntry, RA::Free, 0);
+            }
+            retire_session(sim, i, &req);
+            sim.prefill.retired.insert(i);
             req.update_finish_state();
             let (status, msg) = answer_of(&req);
             sim.prefill_answer(sim.now, i, status, msg);
@@ -139,8 +176,9 @@ pub fn receive(sim: &mut Sim, i: u32) {
                 DoorDecision::Admitted,
             );
             sim.channel.open(req.bootstrap_room);
-            req.metadata_buffer_index = Some(sim.prefill.next_metadata);
-            sim.prefill.next_metadata += 1;
+            if req.metadata_buffer_index.is_none() {
+                req.metadata_buffer_index = alloc_metadata(sim, i);
+            }
             if sim.is_probed(i) {
                 sim.counters.senders += 1;
                 sim.counters.bootstraps += 1;
@@ -161,6 +199,90 @@ pub fn receive(sim: &mut Sim, i: u32) {
                 pages: Vec::new(),
                 done: 0,
                 sent_pages: 0,
+                mamba: None,
+                hicache: extras.hicache,
+                sent_at: 0,
+            });
+        }
+    }
+}
+
+/// Allocate a metadata buffer index on prefill.
+fn alloc_metadata(sim: &mut Sim, i: u32) -> Option<usize> {
+    let slot = sim.metadata[PoolSide::Prefill as usize].alloc()?;
+    sim.resource(
+        i,
+        Worker::Prefill,
+        RK::MetadataBuffer,
+        if slot.collided {
+            RA::DoubleFree
+        } else {
+            RA::Allocate
+        },
+        slot.index as u64,
+    );
+    Some(slot.index as usize)
+}
+
+/// What retiring at the door does to the request's session (PR #38935).
+fn retire_session(sim: &mut Sim, i: u32, req: &Req) {
+    match (sim.doors.session_effect)(req.session.as_ref()) {
+        SessionEffect::DetachActiveSlot => sim.session_release(i, RA::Detach),
+        SessionEffect::Untouched | SessionEffect::None => {}
+    }
+    // A variant that detaches a non-streaming session shows up as an event.
+    if (sim.doors.session_effect)(req.session.as_ref()) == SessionEffect::DetachActiveSlot
+        && req.session.as_ref().is_some_and(|s| !s.streaming)
+    {
+        sim.resource(i, Worker::Prefill, RK::SessionSlot, RA::Detach, 0);
+    }
+}
+
+/// Give back everything a prefill request holds, each exactly once: KV
+/// pages, Mamba slot, metadata buffer index, HiCache entry, retraction
+/// backup, session slot.
+fn cleanup(sim: &mut Sim, p: &mut PReq) {
+    let pages = std::mem::take(&mut p.pages);
+    sim.release(PoolSide::Prefill, p.idx, p.req.bootstrap_room, pages);
+    if let Some(slot) = p.mamba.take() {
+        let held = sim.mamba.free(slot);
+        let action = if held { RA::Free } else { RA::DoubleFree };
+        sim.resource(p.idx, Worker::Prefill, RK::MambaSlot, action, slot as u64);
+    }
+    if let Some(index) = p.req.metadata_buffer_index.take() {
+        let held = sim.metadata[PoolSide::Prefill as usize].free(index as u32);
+        let action = if held { RA::Free } else { RA::DoubleFree };
+        sim.resource(
+            p.idx,
+            Worker::Prefill,
+            RK::MetadataBuffer,
+            action,
+            index as u64,
+        );
+    }
+    if std::mem::take(&mut p.hicache) {
+        sim.resource(p.idx, Worker::Prefill, RK::HicacheEntry, RA::Free, 0);
+    }
+    if p.req.retraction_backup.take().is_some() {
+        sim.resource(p.idx, Worker::Prefill, RK::RetractionBackup, RA::Free, 0);
+    }
+    sim.session_release(p.idx, RA::Free);
+}
+
+/// The client aborted request `i`: record it in the prefill `Req`'s
+/// `to_finish` wherever the request waits (upstream `abort_request`).
+pub fn client_abort(sim: &mut Sim, i: u32) {
+    let w = &mut sim.prefill;
+    let queues = w
+        .bootstrap_queue
+        .iter_mut()
+        .chain(w.waiting_queue.iter_mut())
+        .chain(w.inflight_queue.iter_mut());
+    for p in queues.filter(|p| p.idx == i) {
+        if !p.req.finished() && p.req.to_finish.is_none() {
+            p.req.to_finish = Some(FinishReason::Abort {
+                message: super::ABORT_MESSAGE.into(),
+                status_code: 503,
             });
         }
     }
@@ -184,6 +306,8 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         return Some(sim.prefill.busy_until);
     }
     sim.release_deferred(PoolSide::Prefill);
+    late_results(sim);
+    finish_retiring(sim);
     // Bootstrap queue: requests whose decode peer registered its pages move on.
     let (ready, pending): (Vec<PReq>, Vec<PReq>) = std::mem::take(&mut sim.prefill.bootstrap_queue)
         .into_iter()
@@ -218,7 +342,50 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     {
         next = Some(sim.now + sim.costs.prefill_fixed_us);
     }
+    if !sim.prefill.late_results.is_empty() {
+        let soon = sim.now + sim.costs.prefill_fixed_us;
+        next = Some(next.map_or(soon, |n| n.min(soon)));
+    }
+    // Prefill's own transfer timeout for rooms that never complete.
+    let timeout_us = inflight_timeout_us(sim);
+    if let Some(deadline) = sim
+        .prefill
+        .inflight_queue
+        .iter()
+        .map(|p| p.sent_at + timeout_us)
+        .min()
+    {
+        next = Some(next.map_or(deadline, |n| n.min(deadline)));
+    }
     next
+}
+
+/// Results delivered a second time (overlap scheduling): a result of a
+/// request that was already retired is ignored (PR #36988); otherwise it is
+/// processed again like any result.
+fn late_results(sim: &mut Sim) {
+    for p in std::mem::take(&mut sim.prefill.late_results) {
+        let ignore = sim.fix(Fix::RetireAbortedPrefillResult)
+            && sim.doors.ignore_retired_result
+            && sim.prefill.retired.contains(&p.idx);
+        if !ignore {
+            process_result(sim, p, sim.now);
+        }
+    }
+}
+
+/// Retired results whose room has no write in flight any more: clean up
+/// once and answer.
+fn finish_retiring(sim: &mut Sim) {
+    for mut p in std::mem::take(&mut sim.prefill.retiring) {
+        if sim.channel.inflight(p.req.bootstrap_room) > 0 {
+            sim.prefill.retiring.push(p);
+            continue;
+        }
+        cleanup(sim, &mut p);
+        let (status, msg) = answer_of(&p.req);
+        sim.prefill_answer(sim.now, p.idx, status, msg);
+    }
 }
 
 /// The waiting-queue door (`get_new_batch_prefill`): asks `finished()`.
@@ -242,12 +409,38 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
             );
             continue;
         }
+        if first_look && p.req.to_finish.is_some() {
+            // `StreamingSession.find_active_slot`: the pre-abort detach.
+            sim.session_release(p.idx, RA::Detach);
+        }
+        if first_look && p.mamba.is_none() && sim.entries[p.idx as usize].extras.hybrid {
+            if let Some(slot) = sim.mamba.alloc() {
+                sim.resource(
+                    p.idx,
+                    Worker::Prefill,
+                    RK::MambaSlot,
+                    RA::Allocate,
+                    slot.index as u64,
+                );
+                p.mamba = Some(slot.index);
+            }
+        }
         let n = (p.req.input_len() - p.done).min(budget);
         let need = (p.done + n).div_ceil(ps) - p.pages.len();
         let Some(pages) = sim.prefill_pool.alloc(need) else {
+            // A request aborted while it waits for KV holds only its Mamba
+            // slot and metadata: the #36988 path retires it with nothing
+            // forwarded (upstream's `allocated=False` + Mamba test shape).
+            if sim.fix(Fix::RetireAbortedPrefillResult) && p.req.to_finish.is_some() {
+                retire(sim, p, sim.now);
+                continue;
+            }
             sim.prefill.waiting_queue.push_front(p);
             break;
         };
+        for &page in &pages {
+            sim.prefill_owner[page as usize] = Some(p.idx);
+        }
         p.pages.extend(pages);
         sim.prefill.history.insert(p.idx, p.pages.clone());
         if first_look {
@@ -306,6 +499,13 @@ fn forward(sim: &mut Sim, mut p: PReq, n: usize) -> PReq {
 fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
     let ps = sim.config.page_size as usize;
     let last = p.done == p.req.input_len();
+    if last {
+        first_token_checks(sim, &mut p);
+        let extras = &mut sim.entries[p.idx as usize].extras;
+        if std::mem::take(&mut extras.delayed_result) {
+            sim.prefill.late_results.push(p.clone());
+        }
+    }
     let room = p.req.bootstrap_room;
     let writer = sim.writer(p.idx, p.req.generation);
     match policy::prefill_result_action(&p.req, last, sim.fixes) {
@@ -363,26 +563,73 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
                 },
             );
             p.sent_pages = p.pages.len();
+            p.sent_at = at;
             sim.prefill.inflight_queue.push(p);
         }
-        ResultAction::Retire => {
-            door(
-                sim,
-                p.idx,
-                &p.req,
-                p.original_len,
-                DoorName::PrefillResult,
-                DoorDecision::Retired,
-            );
-            sim.channel.sender_abort(room);
-            sim.record(p.idx, EventKind::SenderAbort { room });
-            p.req.update_finish_state();
-            let pages = std::mem::take(&mut p.pages);
-            sim.release(PoolSide::Prefill, p.idx, room, pages);
-            let (status, msg) = answer_of(&p.req);
-            sim.prefill_answer(at, p.idx, status, msg);
+        ResultAction::Retire => retire(sim, p, at),
+    }
+}
+
+/// The first output token's checks on the final chunk: the grammar must
+/// accept it, and a sampling mask must be valid. Either failure records an
+/// abort in `to_finish` (`set_finish_with_abort`).
+fn first_token_checks(sim: &mut Sim, p: &mut PReq) {
+    let extras = sim.entries[p.idx as usize].extras.clone();
+    // The model answers position 1 with the prompt's token there.
+    let token = p.req.origin_input_ids.get(1).copied().unwrap_or(0);
+    if let Some(allowed) = &extras.grammar_allows {
+        if p.req.to_finish.is_none() && !allowed.contains(&token) {
+            p.req
+                .set_finish_with_abort_keep_input(&format!("grammar rejected token {token}"), 400);
         }
     }
+    if let Some(mask) = extras.sampling_mask {
+        if p.req.to_finish.is_none() {
+            let message = match mask {
+                crate::sim::SamplingMask::Overflow => "sampling mask overflow",
+                crate::sim::SamplingMask::Invalid => "invalid sampling mask",
+            };
+            p.req
+                .set_finish_with_abort_keep_input(message, mask.status());
+        }
+    }
+}
+
+/// Retire an aborted result (PR #36988): best-effort `sender.abort()`
+/// (local cleanup goes on if it raises), never send, release everything
+/// once — after the room's in-flight writes landed — and answer once.
+fn retire(sim: &mut Sim, mut p: PReq, at: u64) {
+    let room = p.req.bootstrap_room;
+    door(
+        sim,
+        p.idx,
+        &p.req,
+        p.original_len,
+        DoorName::PrefillResult,
+        DoorDecision::Retired,
+    );
+    sim.channel.sender_abort(room);
+    sim.record(p.idx, EventKind::SenderAbort { room });
+    if sim.entries[p.idx as usize].extras.sender_abort_fails {
+        sim.resource(p.idx, Worker::Prefill, RK::KvSender, RA::AbortFailed, room);
+    }
+    sim.prefill.retired.insert(p.idx);
+    p.req.update_finish_state();
+    if sim.doors.retire_waits_for_inflight && sim.channel.inflight(room) > 0 {
+        sim.prefill.retiring.push(p);
+        return;
+    }
+    cleanup(sim, &mut p);
+    let (status, msg) = answer_of(&p.req);
+    sim.prefill_answer(at, p.idx, status, msg);
+}
+
+/// How long prefill's inflight queue waits for a room that never completes
+/// (a dropped write) before it fails the transfer: twice decode's waiting
+/// timeout (model assumption: the record gives only decode's 300 s; the
+/// factor keeps prefill from giving up before decode does).
+fn inflight_timeout_us(sim: &Sim) -> u64 {
+    2 * sim.config.waiting_timeout_s * 1_000_000
 }
 
 /// `process_disagg_prefill_inflight_queue`: free what finished transferring
@@ -391,10 +638,12 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
 /// rejected request that was sent answers 200 "length" (SGLang issue #33507).
 fn poll_inflight(sim: &mut Sim) {
     let queue = std::mem::take(&mut sim.prefill.inflight_queue);
+    let timeout_us = inflight_timeout_us(sim);
     for mut p in queue {
         let result = match sim.channel.poll(p.req.bootstrap_room) {
             KvPoll::Success => PollResult::Success,
             KvPoll::Failed => PollResult::Failed,
+            KvPoll::Transferring if sim.now >= p.sent_at + timeout_us => PollResult::Failed,
             KvPoll::Transferring => {
                 sim.prefill.inflight_queue.push(p);
                 continue;
@@ -407,6 +656,14 @@ fn poll_inflight(sim: &mut Sim) {
                 result,
             },
         );
+        // Model assumption (#33507): with #36988's switch on, an abort
+        // recorded mid-transfer is applied rather than overwritten with
+        // FINISH_LENGTH; the record does not name the closing change.
+        if sim.fix(Fix::RetireAbortedPrefillResult)
+            && matches!(p.req.to_finish, Some(FinishReason::Abort { .. }))
+        {
+            p.req.update_finish_state();
+        }
         if !p.req.finished() {
             p.req.finished_reason = Some(match result {
                 PollResult::Success => FinishReason::Length { length: 0 },
@@ -416,8 +673,7 @@ fn poll_inflight(sim: &mut Sim) {
                 },
             });
         }
-        let pages = std::mem::take(&mut p.pages);
-        sim.release(PoolSide::Prefill, p.idx, p.req.bootstrap_room, pages);
+        cleanup(sim, &mut p);
         let (status, msg) = answer_of(&p.req);
         sim.prefill_answer(sim.now, p.idx, status, msg);
     }

@@ -46,7 +46,15 @@ impl Sim<'_> {
             PoolSide::Prefill => Worker::Prefill,
             PoolSide::Decode => Worker::Decode,
         };
-        let rule = policy::release_rule(self.channel.inflight(room), acked, self.fixes);
+        // Decode cannot see one-sided RDMA writes land; it counts writes in
+        // flight only through drain-ack targets that wait for them (PR
+        // #40645), one per decode peer (PR #41402).
+        let inflight = if self.doors.ack_waits_for_writes && self.doors.ack_every_peer {
+            self.channel.inflight(room)
+        } else {
+            0
+        };
+        let rule = policy::release_rule(inflight, acked, self.fixes);
         if retry && rule == Release::Defer {
             self.deferred[side as usize].push(Deferred { req, room, pages });
             return;
@@ -69,6 +77,17 @@ impl Sim<'_> {
                 };
                 if pool.free(&pages, scrub, canary).is_err() {
                     self.counters.double_frees += 1;
+                }
+                let owners = match side {
+                    PoolSide::Prefill => &mut self.prefill_owner,
+                    PoolSide::Decode => &mut self.decode_owner,
+                };
+                for &p in &pages {
+                    if let Some(o) = owners.get_mut(p as usize) {
+                        if *o == Some(req) {
+                            *o = None;
+                        }
+                    }
                 }
             }
             Release::Defer => self.deferred[side as usize].push(Deferred { req, room, pages }),
