@@ -14,10 +14,14 @@
 //! * [`trace`] — typed events of every request, recorded as they happen;
 //! * [`narrate`] — the seven steps and their claims, read off the events;
 //! * [`backend`] — CPU reference or CUDA for decode attention;
-//! * [`probe`] — runs a scenario and builds the receipt predicate.
+//! * [`probe`] — runs a scenario and builds the receipt predicate;
+//! * [`scenarios`] — scripted runs with assertions, grouped by acceptance gate;
+//! * [`fuzz`] — randomized runs with invariants checked after every event;
+//! * [`slots`] — metadata buffer and Mamba slot allocators.
 
 pub mod backend;
 pub mod config;
+pub mod fuzz;
 pub mod model;
 pub mod narrate;
 pub mod policy;

@@ -65,6 +65,11 @@ pub struct Room {
     pub acked_peers: Vec<u32>,
     /// Decode is done with the room (handoff accepted or aborted).
     pub cleared: bool,
+    /// Decode closed the room to the sender: later chunks are not posted
+    /// and an incomplete transfer polls `Failed` (the drain protocol of
+    /// deferred release; without it the sender keeps writing into pages
+    /// decode already gave back).
+    pub closed: bool,
 }
 
 impl Room {
@@ -178,6 +183,9 @@ impl TransferChannel {
         let Some(dst) = r.dst_pages.clone() else {
             return 0;
         };
+        if r.closed {
+            return 0;
+        }
         let mut sent = 0;
         let peers = r.peers();
         for (i, &s) in src.iter().enumerate() {
@@ -277,6 +285,13 @@ impl TransferChannel {
         out
     }
 
+    /// Decode closes `room` to its sender.
+    pub fn close(&mut self, room: u64) {
+        if let Some(r) = self.rooms.get_mut(&room) {
+            r.closed = true;
+        }
+    }
+
     /// Writes of `room` still in flight.
     pub fn inflight(&self, room: u64) -> usize {
         self.pending.iter().filter(|w| w.room == room).count()
@@ -307,6 +322,7 @@ impl TransferChannel {
     pub fn poll(&self, room: u64) -> KvPoll {
         match self.rooms.get(&room) {
             Some(r) if r.final_sent && r.landed == r.posted => KvPoll::Success,
+            Some(r) if r.closed => KvPoll::Failed,
             Some(_) | None => KvPoll::Transferring,
         }
     }

@@ -21,6 +21,7 @@ pub mod predicate;
 pub mod receipt;
 pub mod render;
 pub mod sample;
+pub mod scenario;
 pub mod schema;
 pub mod statement;
 pub mod vocab;

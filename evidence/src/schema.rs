@@ -21,3 +21,30 @@ pub fn probe_predicate_schema() -> String {
     text.push('\n');
     text
 }
+
+/// Committed schemas of the scenario, gates and fuzz predicates, relative
+/// to the crate root, with their generators.
+pub fn result_schemas() -> Vec<(&'static str, String)> {
+    use crate::scenario::*;
+    fn render<T: schemars::JsonSchema>(id: &str) -> String {
+        let mut schema = schemars::schema_for!(T);
+        schema.insert("$id".into(), format!("{id}/schema.json").into());
+        let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+    vec![
+        (
+            "schema/scenario-predicate.v1.schema.json",
+            render::<ScenarioPredicate>(SCENARIO_PREDICATE_TYPE),
+        ),
+        (
+            "schema/gates-predicate.v1.schema.json",
+            render::<GatesPredicate>(GATES_PREDICATE_TYPE),
+        ),
+        (
+            "schema/fuzz-predicate.v1.schema.json",
+            render::<FuzzPredicate>(FUZZ_PREDICATE_TYPE),
+        ),
+    ]
+}

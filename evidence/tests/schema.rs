@@ -46,3 +46,23 @@ fn sample_predicates_are_valid_json_objects_with_schema_required_fields() {
         assert!(required.contains(&field), "{field} missing from required");
     }
 }
+
+#[test]
+fn committed_result_schemas_match_the_types() {
+    for (rel, generated) in kvw_evidence::schema::result_schemas() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+        if std::env::var_os("KVW_UPDATE_SCHEMA").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+            continue;
+        }
+        let committed: Option<serde_json::Value> = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
+        let generated: serde_json::Value = serde_json::from_str(&generated).unwrap();
+        assert!(
+            committed.as_ref() == Some(&generated),
+            "{} is out of date; regenerate with KVW_UPDATE_SCHEMA=1 cargo test -p kvw-evidence --test schema",
+            path.display()
+        );
+    }
+}

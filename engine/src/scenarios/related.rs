@@ -59,10 +59,10 @@ pub fn scenarios() -> Vec<Scenario> {
             description: "a client abort after the last chunk was sent; prefill's inflight queue finishes the request with FINISH_LENGTH and answers 200 (#33507)",
             upstream: None,
             guard: Guard {
-                fixes: &[Fix::RetireAbortedPrefillResult],
+                fixes: &[Fix::RetireAbortedPrefillResult, Fix::DeferredRelease],
                 rule: None,
             },
-            closed_by: "issue #33507; model assumption: the engine applies the pending abort under retire-aborted-prefill-result (PR #36988), the record does not name the closing change",
+            closed_by: "issue #33507; model assumption: the record does not name the closing change; in the engine either switch closes it (the pending abort applied under retire-aborted-prefill-result, PR #36988; the room closed to the sender by decode's abort under deferred-release)",
             record: Record::Fails,
             expects: "no worker answers 200 for the aborted request",
             run: mid_transfer_abort,

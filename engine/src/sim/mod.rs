@@ -637,8 +637,12 @@ impl<'b> Sim<'b> {
         }
     }
 
-    /// Decode is done with `room`: its drained peers ack.
+    /// Decode is done with `room`: its drained peers ack, and under
+    /// deferred release the room is closed to the sender.
     pub fn ack(&mut self, room: u64) {
+        if self.fix(Fix::DeferredRelease) {
+            self.channel.close(room);
+        }
         for peer in self.channel.ack_with(room, self.ack_rules()) {
             self.record_ack(room, peer);
         }

@@ -39,6 +39,8 @@ struct PReq {
     hicache: bool,
     /// Virtual time the final chunk was posted.
     sent_at: u64,
+    /// Virtual time the request entered the bootstrap queue.
+    queued_at: u64,
 }
 
 /// State of the prefill scheduler.
@@ -202,6 +204,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
                 mamba: None,
                 hicache: extras.hicache,
                 sent_at: 0,
+                queued_at: sim.now,
             });
         }
     }
@@ -312,7 +315,32 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     let (ready, pending): (Vec<PReq>, Vec<PReq>) = std::mem::take(&mut sim.prefill.bootstrap_queue)
         .into_iter()
         .partition(|p| sim.channel.handshake_ready(p.req.bootstrap_room));
-    sim.prefill.bootstrap_queue = pending;
+    // A room whose decode peer never registers fails after the bootstrap
+    // timeout (model assumption: decode's waiting timeout).
+    let bootstrap_timeout = sim.config.waiting_timeout_s * 1_000_000;
+    for mut p in pending {
+        if sim.now < p.queued_at + bootstrap_timeout {
+            sim.prefill.bootstrap_queue.push(p);
+            continue;
+        }
+        sim.record(
+            p.idx,
+            EventKind::Poll {
+                worker: Worker::Prefill,
+                result: PollResult::Failed,
+            },
+        );
+        if !matches!(p.req.to_finish, Some(FinishReason::Abort { .. })) {
+            p.req.to_finish = Some(FinishReason::Abort {
+                message: "bootstrap timed out waiting for the decode peer".into(),
+                status_code: 500,
+            });
+        }
+        p.req.update_finish_state();
+        cleanup(sim, &mut p);
+        let (status, msg) = answer_of(&p.req);
+        sim.prefill_answer(sim.now, p.idx, status, msg);
+    }
     for p in ready {
         sim.record(
             p.idx,
@@ -345,6 +373,15 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     if !sim.prefill.late_results.is_empty() {
         let soon = sim.now + sim.costs.prefill_fixed_us;
         next = Some(next.map_or(soon, |n| n.min(soon)));
+    }
+    if let Some(deadline) = sim
+        .prefill
+        .bootstrap_queue
+        .iter()
+        .map(|p| p.queued_at + bootstrap_timeout)
+        .min()
+    {
+        next = Some(next.map_or(deadline, |n| n.min(deadline)));
     }
     // Prefill's own transfer timeout for rooms that never complete.
     let timeout_us = inflight_timeout_us(sim);

@@ -1,0 +1,306 @@
+//! Scenario, gate and randomized-run predicates.
+//!
+//! Three more kinds of result, each under its own `predicateType` in the
+//! same DSSE/in-toto envelope as every receipt:
+//!
+//! * [`ScenarioPredicate`] — one scripted scenario under a set of fixes: what
+//!   it mirrors upstream, its guard, what was expected and observed, and
+//!   every typed event of the run (so a replay can walk them on the page
+//!   grid, as it walks a probe's);
+//! * [`GatesPredicate`] — the four acceptance gates: one row per scenario,
+//!   and each worker's pool against the configured context;
+//! * [`FuzzPredicate`] — randomized runs: how many, the seed, and when an
+//!   invariant broke, the shrunk failing case with its events.
+//!
+//! Every type refuses unknown fields. Each carries the canonical digest of
+//! its events (`trace_sha256`), which the kind's check recomputes.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::canonical_sha256;
+use crate::predicate::{EngineInfo, Event, Fix, RequestInfo};
+use crate::receipt::PredicateKind;
+use crate::EvidenceError;
+
+/// `predicateType` of a scenario receipt.
+pub const SCENARIO_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/scenario/v1";
+/// `predicateType` of a gates receipt.
+pub const GATES_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/gates/v1";
+/// `predicateType` of a randomized-run receipt.
+pub const FUZZ_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/fuzz/v1";
+
+/// A scenario's result under one set of switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScenarioStatus {
+    /// The assertion held and its guard was on.
+    Pass,
+    /// The assertion failed.
+    Fail,
+    /// The assertion held but its guard was off: nothing was tested.
+    NotExercised,
+}
+
+/// The upstream test a scenario mirrors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTest {
+    /// Path in the SGLang repository.
+    pub path: String,
+    /// Test function.
+    pub test: String,
+    /// subTest keywords or pytest parameters, as text.
+    pub subtest: Option<String>,
+    /// The test file at the pinned commit.
+    pub url: String,
+}
+
+/// What a scenario is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioInfo {
+    pub name: String,
+    /// `pool-context`, `reject-admission`, `transfer-read` or `lifetime-ownership`.
+    pub gate: String,
+    pub description: String,
+    pub upstream: Option<UpstreamTest>,
+    /// Switches that must be on for the scenario to be exercised.
+    pub guard_fixes: Vec<Fix>,
+    /// A rule inside those switches the scenario depends on, in words.
+    pub guard_rule: Option<String>,
+    /// The upstream change that closes it.
+    pub closed_by: String,
+    /// What the record says a run without the guard does: `fails` or `holds-vacuously`.
+    pub record: String,
+}
+
+/// One scenario run, judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioPredicate {
+    pub scenario: ScenarioInfo,
+    pub engine: EngineInfo,
+    /// Switches that were on, in canonical order.
+    pub fixes: Vec<Fix>,
+    pub exercised: bool,
+    pub holds: bool,
+    pub status: ScenarioStatus,
+    pub expected: String,
+    pub observed: String,
+    pub why: String,
+    /// Every request of the run.
+    pub requests: Vec<RequestInfo>,
+    /// Every typed event of the run, in order.
+    pub events: Vec<Event>,
+    /// Lowercase hex SHA-256 of the JCS form of `events`.
+    pub trace_sha256: String,
+}
+
+/// One row of the gates table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateRow {
+    pub gate: String,
+    pub scenario: String,
+    pub status: ScenarioStatus,
+    pub expected: String,
+    pub observed: String,
+    pub why: String,
+    /// Whether the status is the one the record predicts for these switches.
+    pub as_recorded: bool,
+    /// `trace_sha256` of the scenario run the row reports.
+    pub trace_sha256: String,
+}
+
+/// A worker's KV pool against the configured context, as a server states
+/// both at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityRow {
+    /// Configuration name, e.g. `incident`.
+    pub config: String,
+    pub worker: String,
+    pub context_len: u64,
+    pub pool_tokens: u64,
+    pub max_req_input_len: u64,
+    /// Prompts inside the context but over the cap exist.
+    pub reject_path_reachable: bool,
+}
+
+/// The four gates under one set of switches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GatesPredicate {
+    pub engine: EngineInfo,
+    pub fixes: Vec<Fix>,
+    pub rows: Vec<GateRow>,
+    pub capacity: Vec<CapacityRow>,
+    /// Every row passed.
+    pub all_pass: bool,
+}
+
+/// A request of a randomized case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FuzzRequest {
+    pub tenant: String,
+    pub at_us: u64,
+    pub prompt_len: u32,
+    pub abort_after_us: Option<u64>,
+    pub faults: Vec<FuzzFault>,
+    /// Re-enters prefill with a pending abort and its metadata buffer index.
+    pub reenters: bool,
+}
+
+/// A transfer fault of a randomized case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FuzzFault {
+    Delay { us: u64 },
+    DropWrite { nth: u32 },
+    LateWrite { nth: u32, us: u64 },
+    LostAck,
+    FanOut { peers: u32 },
+}
+
+/// The shrunk failing case and what it broke.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FuzzCounterexample {
+    /// Index of the run that first failed.
+    pub run: u64,
+    /// The failing run's requests before shrinking.
+    pub original_requests: u32,
+    pub requests: Vec<FuzzRequest>,
+    /// Invariant name, e.g. `isolation`.
+    pub invariant: String,
+    /// The request that broke it.
+    pub rid: String,
+    /// Index into `events` of the event after which it broke.
+    pub at_event: u64,
+    pub detail: String,
+    /// Every request of the shrunk run.
+    pub run_requests: Vec<RequestInfo>,
+    /// Every typed event of the shrunk run.
+    pub events: Vec<Event>,
+    /// Lowercase hex SHA-256 of the JCS form of `events`.
+    pub trace_sha256: String,
+}
+
+/// Randomized runs under one set of switches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FuzzPredicate {
+    pub engine: EngineInfo,
+    pub fixes: Vec<Fix>,
+    pub seed: u64,
+    pub runs: u64,
+    /// Runs that broke an invariant.
+    pub violating_runs: u64,
+    /// Runs that ended waiting on pages a lost drain ack holds.
+    pub stalled_runs: u64,
+    /// Violating runs per invariant name.
+    pub by_invariant: Vec<InvariantCount>,
+    pub counterexample: Option<FuzzCounterexample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InvariantCount {
+    pub invariant: String,
+    pub runs: u64,
+}
+
+/// Lowercase hex SHA-256 of the JCS form of `events`.
+pub fn events_sha256(events: &[Event]) -> String {
+    canonical_sha256(&events).unwrap_or_default()
+}
+
+fn inconsistent(what: &str, m: String) -> EvidenceError {
+    EvidenceError::Steps(format!("{what}: {m}"))
+}
+
+fn check_trace(what: &str, events: &[Event], digest: &str) -> Result<(), EvidenceError> {
+    let expected = events_sha256(events);
+    if digest != expected {
+        return Err(inconsistent(
+            what,
+            format!("trace_sha256 {digest} is not the events' digest {expected}"),
+        ));
+    }
+    Ok(())
+}
+
+impl PredicateKind for ScenarioPredicate {
+    const PREDICATE_TYPE: &'static str = SCENARIO_PREDICATE_TYPE;
+    const WHAT: &'static str = "scenario predicate";
+    fn check(&self) -> Result<(), EvidenceError> {
+        check_trace(Self::WHAT, &self.events, &self.trace_sha256)?;
+        let status = match (self.holds, self.exercised) {
+            (false, _) => ScenarioStatus::Fail,
+            (true, true) => ScenarioStatus::Pass,
+            (true, false) => ScenarioStatus::NotExercised,
+        };
+        if status != self.status {
+            return Err(inconsistent(
+                Self::WHAT,
+                format!("status {:?} contradicts holds/exercised", self.status),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PredicateKind for GatesPredicate {
+    const PREDICATE_TYPE: &'static str = GATES_PREDICATE_TYPE;
+    const WHAT: &'static str = "gates predicate";
+    fn check(&self) -> Result<(), EvidenceError> {
+        let all = !self.rows.is_empty() && self.rows.iter().all(|r| r.status == ScenarioStatus::Pass);
+        if all != self.all_pass {
+            return Err(inconsistent(
+                Self::WHAT,
+                format!("all_pass is {} but the rows say {all}", self.all_pass),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PredicateKind for FuzzPredicate {
+    const PREDICATE_TYPE: &'static str = FUZZ_PREDICATE_TYPE;
+    const WHAT: &'static str = "fuzz predicate";
+    fn check(&self) -> Result<(), EvidenceError> {
+        if self.violating_runs > self.runs {
+            return Err(inconsistent(Self::WHAT, "more violating runs than runs".into()));
+        }
+        match &self.counterexample {
+            Some(c) => {
+                check_trace(Self::WHAT, &c.events, &c.trace_sha256)?;
+                if c.at_event as usize >= c.events.len().max(1) {
+                    return Err(inconsistent(Self::WHAT, "at_event is past the events".into()));
+                }
+            }
+            None if self.violating_runs > 0 => {
+                return Err(inconsistent(
+                    Self::WHAT,
+                    "violating runs but no counterexample".into(),
+                ))
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+/// Canonical SHA-256 of a predicate without its `engine` field: what a
+/// re-run at another commit must reproduce.
+pub fn reproducible_sha256<P: Serialize>(p: &P) -> String {
+    let Ok(mut value) = serde_json::to_value(p) else {
+        return String::new();
+    };
+    if let Some(map) = value.as_object_mut() {
+        map.remove("engine");
+    }
+    canonical_sha256(&value).unwrap_or_default()
+}
