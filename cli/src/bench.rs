@@ -22,6 +22,10 @@ pub struct BenchArgs {
     /// Repetitions of each measurement (the best is reported).
     #[arg(long, default_value_t = 3)]
     pub reps: u32,
+    /// Also time this many randomized runs with every fix (the throughput
+    /// benchmark of `kvw fuzz`; 100000 for the published figure).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub fuzz_runs: u64,
 }
 
 fn best<T>(reps: u32, mut f: impl FnMut() -> T) -> (f64, T) {
@@ -115,5 +119,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         report.receipts.len(),
         t_verify
     )?;
+    if args.fuzz_runs > 0 {
+        let bar = indicatif::ProgressBar::new(args.fuzz_runs);
+        let all = kvw_evidence::Fix::ALL;
+        let s = crate::fuzz::fuzz_runs(args.fuzz_runs, DEFAULT_SEED, &all, &bar);
+        bar.finish_and_clear();
+        outln!(
+            "randomized runs, every fix: {} runs in {:.2} s = {:.0} runs/s on {} thread(s), {} violating",
+            s.predicate.runs,
+            s.seconds,
+            s.predicate.runs as f64 / s.seconds.max(1e-9),
+            rayon::current_num_threads(),
+            s.predicate.violating_runs
+        )?;
+    }
     Ok(())
 }

@@ -54,7 +54,7 @@ pub struct FixArg(pub Vec<Fix>);
 #[derive(Debug, Clone)]
 pub struct FaultArg(pub FaultBudget);
 
-fn parse_fix_arg(s: &str) -> Result<FixArg, String> {
+pub fn parse_fix_arg(s: &str) -> Result<FixArg, String> {
     parse_fixes(s).map(FixArg).map_err(|e| e.to_string())
 }
 

@@ -10,11 +10,15 @@ mod out;
 mod bench;
 mod bundle;
 mod check;
+mod fuzz;
+mod gates;
 mod keygen;
 mod probe;
+mod scenario;
 mod serve;
 mod site;
 mod verify;
+mod verify_results;
 
 use std::process::ExitCode;
 
@@ -48,6 +52,13 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Model-check the PD handoff exhaustively (stateright) under a set of fixes.
     Check(check::CheckArgs),
+    /// List the scenarios or run one (exit 1 when its assertion fails).
+    #[command(subcommand)]
+    Scenario(scenario::ScenarioCommand),
+    /// Run every scenario, grouped by the four acceptance gates.
+    Gates(gates::GatesArgs),
+    /// Randomized runs with invariants checked after every event.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 /// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
@@ -89,6 +100,9 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Check(args) => check::run(args),
+        Command::Scenario(cmd) => scenario::run(cmd),
+        Command::Gates(args) => gates::run(args),
+        Command::Fuzz(args) => fuzz::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

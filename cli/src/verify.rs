@@ -175,6 +175,9 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
             statement.name
         ));
     }
+    if let Some(ok) = crate::verify_results::check(&statement, reproduce)? {
+        return Ok(ok);
+    }
     if statement.predicate_type == MODEL_CHECK_PREDICATE_TYPE {
         let p: ModelCheckPredicate = statement.parse().map_err(|e| e.to_string())?;
         if reproduce {

@@ -117,6 +117,13 @@ pub const PREFILL_POOL: u64 = 112;
 /// Decode pool: large enough that decode's own cap accepts every prompt and
 /// a leaked request never starves the others.
 pub const DECODE_POOL: u64 = 1024;
+/// Decode's waiting timeout in the runs: 1 s instead of upstream's 300 s,
+/// so that stalls cost few scheduler iterations; late writes and late
+/// arrivals are drawn around it (timing constants order events, they do not
+/// decide outcomes).
+pub const WAITING_TIMEOUT_S: u64 = 1;
+/// Virtual time a run may take: every timeout has fired long before.
+pub const HORIZON_US: u64 = 20_000_000;
 /// Longest prompt generated.
 pub const MAX_PROMPT: u32 = 128;
 
@@ -141,7 +148,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
                 let us = if rng.random_bool(0.5) {
                     rng.random_range(0..50_000)
                 } else {
-                    rng.random_range(299_000_000..302_000_000)
+                    rng.random_range(900_000..1_300_000)
                 };
                 faults.push(Fault::LateWrite {
                     nth: rng.random_range(0..8),
@@ -154,7 +161,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
             CaseRequest {
                 tenant: rng.random_range(0..TENANTS.len() as u8),
                 at_us: if rng.random_bool(0.2) {
-                    rng.random_range(299_000_000..302_000_000)
+                    rng.random_range(900_000..1_300_000)
                 } else {
                     rng.random_range(0..20_000)
                 },
@@ -182,6 +189,7 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
         };
     };
     config.decode_pool_tokens = DECODE_POOL;
+    config.waiting_timeout_s = WAITING_TIMEOUT_S;
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let arrivals: Vec<Arrival> = case
         .requests
@@ -203,6 +211,7 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
     let cap = config.prefill_input_cap();
     let mut sim = Sim::new(config, arrivals, &backend);
     sim.resource_events = true;
+    sim.horizon_us = HORIZON_US;
     for (i, r) in case.requests.iter().enumerate() {
         let room = sim.entries[i].room;
         for f in &r.faults {
@@ -442,4 +451,100 @@ mod tests {
         assert_eq!(generate(5, 3), generate(5, 3));
         assert_ne!(generate(5, 3), generate(5, 4));
     }
+}
+
+/// A case's requests as a receipt records them.
+pub fn case_requests(case: &Case) -> Vec<kvw_evidence::scenario::FuzzRequest> {
+    use kvw_evidence::scenario::{FuzzFault, FuzzRequest};
+    case.requests
+        .iter()
+        .map(|r| FuzzRequest {
+            tenant: TENANTS[r.tenant as usize % TENANTS.len()].into(),
+            at_us: r.at_us,
+            prompt_len: r.prompt_len,
+            abort_after_us: r.abort_after_us,
+            faults: r
+                .faults
+                .iter()
+                .map(|f| match *f {
+                    Fault::Delay { us } => FuzzFault::Delay { us },
+                    Fault::DropWrite { nth } => FuzzFault::DropWrite { nth: nth as u32 },
+                    Fault::LateWrite { nth, us } => FuzzFault::LateWrite {
+                        nth: nth as u32,
+                        us,
+                    },
+                    Fault::LostAck => FuzzFault::LostAck,
+                    Fault::FanOut { peers } => FuzzFault::FanOut { peers },
+                })
+                .collect(),
+            reenters: r.reenters,
+        })
+        .collect()
+}
+
+/// The case a receipt records, or why it cannot be one.
+pub fn case_from_requests(
+    requests: &[kvw_evidence::scenario::FuzzRequest],
+) -> Result<Case, String> {
+    use kvw_evidence::scenario::FuzzFault;
+    let mut out = Vec::new();
+    for r in requests {
+        let tenant = TENANTS
+            .iter()
+            .position(|t| *t == r.tenant)
+            .ok_or_else(|| format!("unknown tenant {:?}", r.tenant))? as u8;
+        if !(1..=4096).contains(&r.prompt_len) {
+            return Err(format!("prompt length {} out of range", r.prompt_len));
+        }
+        out.push(CaseRequest {
+            tenant,
+            at_us: r.at_us,
+            prompt_len: r.prompt_len,
+            abort_after_us: r.abort_after_us,
+            faults: r
+                .faults
+                .iter()
+                .map(|f| match *f {
+                    FuzzFault::Delay { us } => Fault::Delay { us },
+                    FuzzFault::DropWrite { nth } => Fault::DropWrite { nth: nth as usize },
+                    FuzzFault::LateWrite { nth, us } => Fault::LateWrite {
+                        nth: nth as usize,
+                        us,
+                    },
+                    FuzzFault::LostAck => Fault::LostAck,
+                    FuzzFault::FanOut { peers } => Fault::FanOut { peers },
+                })
+                .collect(),
+            reenters: r.reenters,
+        });
+    }
+    Ok(Case { requests: out })
+}
+
+/// The counterexample of a shrunk failing case, run again to record its events.
+pub fn counterexample(
+    run: u64,
+    original: &Case,
+    shrunk: &Case,
+    fixes: &[Fix],
+) -> Option<kvw_evidence::scenario::FuzzCounterexample> {
+    let again = run_case(shrunk, fixes);
+    let v = again.violation?;
+    let rid = again
+        .requests
+        .get(v.request as usize)
+        .map(|r| r.rid.clone())
+        .unwrap_or_default();
+    Some(kvw_evidence::scenario::FuzzCounterexample {
+        run,
+        original_requests: original.requests.len() as u32,
+        requests: case_requests(shrunk),
+        invariant: v.invariant.name().into(),
+        rid,
+        at_event: v.at_event as u64,
+        detail: v.detail,
+        run_requests: again.requests,
+        trace_sha256: kvw_evidence::scenario::events_sha256(&again.events),
+        events: again.events,
+    })
 }

@@ -30,7 +30,7 @@ pub mod probe;
 pub mod req;
 pub mod scenario;
 pub mod scenarios;
-pub mod slots;
 pub mod sim;
+pub mod slots;
 pub mod trace;
 pub mod transfer;

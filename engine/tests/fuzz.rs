@@ -23,7 +23,9 @@ fn all_fixes_keep_every_invariant_and_none_breaks_one() {
     }
     let (case, v) = found.expect("no fixes: some run breaks an invariant");
     let small = shrink(&case, &[], v.invariant);
-    let again = run_case(&small, &[]).violation.expect("the shrunk case still fails");
+    let again = run_case(&small, &[])
+        .violation
+        .expect("the shrunk case still fails");
     assert_eq!(again.invariant, v.invariant);
     assert!(small.requests.len() <= case.requests.len());
     // The shrunk case is guarded: with every fix it holds.

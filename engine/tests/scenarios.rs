@@ -11,7 +11,10 @@ fn every_scenario_holds_with_all_fixes_and_fails_without_its_guard() {
     for s in all() {
         let on = s.judge(&Setup::new(&Fix::ALL));
         if on.status != Status::Pass {
-            problems.push(format!("{}: with all fixes {:?}: {}", s.name, on.status, on.why));
+            problems.push(format!(
+                "{}: with all fixes {:?}: {}",
+                s.name, on.status, on.why
+            ));
         }
         let none = s.judge(&Setup::new(&[]));
         if !none.as_recorded() {

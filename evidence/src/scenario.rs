@@ -256,7 +256,8 @@ impl PredicateKind for GatesPredicate {
     const PREDICATE_TYPE: &'static str = GATES_PREDICATE_TYPE;
     const WHAT: &'static str = "gates predicate";
     fn check(&self) -> Result<(), EvidenceError> {
-        let all = !self.rows.is_empty() && self.rows.iter().all(|r| r.status == ScenarioStatus::Pass);
+        let all =
+            !self.rows.is_empty() && self.rows.iter().all(|r| r.status == ScenarioStatus::Pass);
         if all != self.all_pass {
             return Err(inconsistent(
                 Self::WHAT,
@@ -272,13 +273,19 @@ impl PredicateKind for FuzzPredicate {
     const WHAT: &'static str = "fuzz predicate";
     fn check(&self) -> Result<(), EvidenceError> {
         if self.violating_runs > self.runs {
-            return Err(inconsistent(Self::WHAT, "more violating runs than runs".into()));
+            return Err(inconsistent(
+                Self::WHAT,
+                "more violating runs than runs".into(),
+            ));
         }
         match &self.counterexample {
             Some(c) => {
                 check_trace(Self::WHAT, &c.events, &c.trace_sha256)?;
                 if c.at_event as usize >= c.events.len().max(1) {
-                    return Err(inconsistent(Self::WHAT, "at_event is past the events".into()));
+                    return Err(inconsistent(
+                        Self::WHAT,
+                        "at_event is past the events".into(),
+                    ));
                 }
             }
             None if self.violating_runs > 0 => {

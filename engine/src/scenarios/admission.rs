@@ -242,7 +242,10 @@ fn rejected_at_prefill(setup: &Setup) -> Observed {
             "prefill's bootstrap-queue door decided {:?} for the rejected request",
             d.map(|x| x.0)
         );
-        ensure!(!ran.bootstrapped(r, Worker::Prefill), "a sender and bootstrap were created");
+        ensure!(
+            !ran.bootstrapped(r, Worker::Prefill),
+            "a sender and bootstrap were created"
+        );
         ensure!(forwarded(ran, r) == 0, "the one-token stub ran a forward");
         Ok("retired at prefill's door; no sender, bootstrap or forward".into())
     })
@@ -258,7 +261,10 @@ fn rejected_at_decode(setup: &Setup) -> Observed {
             "decode's prealloc-queue door decided {:?} for the rejected request",
             d.map(|x| x.0)
         );
-        ensure!(!ran.bootstrapped(r, Worker::Decode), "a receiver and metadata buffer were created");
+        ensure!(
+            !ran.bootstrapped(r, Worker::Decode),
+            "a receiver and metadata buffer were created"
+        );
         ensure!(
             ran.count(r, |k| matches!(k, EventKind::Reserve { .. })) == 0,
             "decode reserved pages"
@@ -339,7 +345,10 @@ fn retracted_queue(ran: &super::script::Ran, r: u32) -> Result<String, String> {
 }
 
 fn new_receiver(ran: &super::script::Ran, r: u32) -> Result<String, String> {
-    ensure!(ran.bootstrapped(r, Worker::Decode), "no receiver was created");
+    ensure!(
+        ran.bootstrapped(r, Worker::Decode),
+        "no receiver was created"
+    );
     Ok("a new receiver was created".into())
 }
 
@@ -349,7 +358,12 @@ fn retracted_backup(setup: &Setup) -> Observed {
         retraction_backup: true,
         ..aborted(false, true)
     };
-    reenter(setup, reentry, DoorName::DecodePreallocQueue, retracted_queue)
+    reenter(
+        setup,
+        reentry,
+        DoorName::DecodePreallocQueue,
+        retracted_queue,
+    )
 }
 
 fn retracted_no_backup(setup: &Setup) -> Observed {
@@ -357,7 +371,12 @@ fn retracted_no_backup(setup: &Setup) -> Observed {
         requeued_by_retract: true,
         ..aborted(false, true)
     };
-    reenter(setup, reentry, DoorName::DecodePreallocQueue, retracted_queue)
+    reenter(
+        setup,
+        reentry,
+        DoorName::DecodePreallocQueue,
+        retracted_queue,
+    )
 }
 
 fn rebootstrap_backup(setup: &Setup) -> Observed {
@@ -383,7 +402,10 @@ fn preempted_prefill(setup: &Setup) -> Observed {
         ..aborted(true, false)
     };
     reenter(setup, reentry, DoorName::PrefillBootstrapQueue, |ran, r| {
-        ensure!(ran.bootstrapped(r, Worker::Prefill), "its queue never took it");
+        ensure!(
+            ran.bootstrapped(r, Worker::Prefill),
+            "its queue never took it"
+        );
         Ok("its queue took it".into())
     })
 }
@@ -406,7 +428,10 @@ fn valid(setup: &Setup, door: DoorName, worker: Worker) -> Observed {
             "{door:?} decided {:?} for a valid request",
             d.map(|x| x.0)
         );
-        ensure!(ran.bootstrapped(r, worker), "no {worker:?} endpoint was created");
+        ensure!(
+            ran.bootstrapped(r, worker),
+            "no {worker:?} endpoint was created"
+        );
         let want = ran.want(r, 8);
         let got = ran.responses[r as usize].as_ref();
         ensure!(
@@ -445,7 +470,10 @@ fn null_mode(setup: &Setup) -> Observed {
             _ => None,
         });
         ensure!(status == Some(400), "answered {status:?}, not 400");
-        Ok("enqueued with to_finish pending; one stub forward; the batch boundary answered 400".into())
+        Ok(
+            "enqueued with to_finish pending; one stub forward; the batch boundary answered 400"
+                .into(),
+        )
     })();
     Observed {
         events: run.events,
@@ -504,8 +532,14 @@ fn non_streaming_session(setup: &Setup) -> Observed {
     let (s, a, b) = session_script(setup, false);
     judge(s.run(), |ran| {
         let detached = ran.resource(a, RK::SessionSlot, RA::Detach);
-        ensure!(detached == 0, "the non-streaming session was detached {detached} time(s)");
-        ensure!(ran.status(b).is_some(), "the next request on the session got no answer");
+        ensure!(
+            detached == 0,
+            "the non-streaming session was detached {detached} time(s)"
+        );
+        ensure!(
+            ran.status(b).is_some(),
+            "the next request on the session got no answer"
+        );
         Ok("session untouched; the next request was answered".into())
     })
 }

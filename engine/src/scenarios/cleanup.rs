@@ -203,7 +203,10 @@ fn retired_once(ran: &Ran, r: u32, status: u16, kinds: &[RK], sent: usize) -> Re
         d.map(|x| x.0)
     );
     let sends = ran.sends(r);
-    ensure!(sends == sent, "send_kv_chunk called {sends} time(s), expected {sent}");
+    ensure!(
+        sends == sent,
+        "send_kv_chunk called {sends} time(s), expected {sent}"
+    );
     let aborts = ran.count(r, |k| matches!(k, EventKind::SenderAbort { .. }));
     ensure!(aborts == 1, "sender.abort() called {aborts} time(s)");
     let frees = ran.frees(r, Worker::Prefill);
@@ -211,9 +214,16 @@ fn retired_once(ran: &Ran, r: u32, status: u16, kinds: &[RK], sent: usize) -> Re
     for &kind in kinds {
         let n = ran.resource(r, kind, RA::Free);
         let twice = ran.resource(r, kind, RA::DoubleFree);
-        ensure!(n == 1 && twice == 0, "{kind:?} freed {n} time(s), {twice} double free(s)");
+        ensure!(
+            n == 1 && twice == 0,
+            "{kind:?} freed {n} time(s), {twice} double free(s)"
+        );
     }
-    ensure!(ran.double_frees == 0, "{} page double free(s)", ran.double_frees);
+    ensure!(
+        ran.double_frees == 0,
+        "{} page double free(s)",
+        ran.double_frees
+    );
     let answers = ran.answers(r, Worker::Prefill);
     ensure!(
         answers.len() == 1 && answers[0].0 == status,
@@ -258,7 +268,16 @@ fn released_after_landing(ran: &Ran, r: u32) -> Result<(), String> {
         .max();
     let release = ran
         .of(r)
-        .find(|(_, k)| matches!(k, EventKind::Release { worker: Worker::Prefill, deferred: false, .. }))
+        .find(|(_, k)| {
+            matches!(
+                k,
+                EventKind::Release {
+                    worker: Worker::Prefill,
+                    deferred: false,
+                    ..
+                }
+            )
+        })
         .map(|(i, _)| i);
     ensure!(
         match (release, last_landing) {
@@ -268,7 +287,11 @@ fn released_after_landing(ran: &Ran, r: u32) -> Result<(), String> {
         },
         "prefill released at event {release:?}, before its last chunk write landed (event {last_landing:?})"
     );
-    ensure!(ran.stale_writes.is_empty(), "writes copied freed pages: {:?}", ran.stale_writes);
+    ensure!(
+        ran.stale_writes.is_empty(),
+        "writes copied freed pages: {:?}",
+        ran.stale_writes
+    );
     Ok(())
 }
 
@@ -362,7 +385,10 @@ fn mamba_before_kv(setup: &Setup) -> Observed {
             "no Mamba slot was allocated"
         );
         let forwards = ran.count(r, |k| matches!(k, EventKind::Forward { .. }));
-        ensure!(forwards == 0, "the aborted request ran {forwards} forward(s)");
+        ensure!(
+            forwards == 0,
+            "the aborted request ran {forwards} forward(s)"
+        );
         let n = ran.resource(r, RK::MambaSlot, RA::Free);
         ensure!(n == 1, "the Mamba slot was freed {n} time(s)");
         let answers = ran.answers(r, Worker::Prefill);

@@ -18,6 +18,7 @@
 pub mod admission;
 pub mod cleanup;
 pub mod pool;
+pub mod receipts;
 pub mod related;
 pub mod script;
 
@@ -276,7 +277,11 @@ pub fn fix_names(fixes: &[Fix]) -> String {
     if fixes.is_empty() {
         "none".into()
     } else {
-        fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
+        fixes
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

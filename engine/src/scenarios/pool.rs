@@ -96,7 +96,10 @@ fn beyond_pool(setup: &Setup) -> Observed {
     judge(s.run(), |ran| {
         let status = ran.status(r);
         ensure!(status.is_some(), "never answered");
-        ensure!(status != Some(200), "answered 200 to a prompt beyond the pool");
+        ensure!(
+            status != Some(200),
+            "answered 200 to a prompt beyond the pool"
+        );
         let foreign = ran.foreign_reads(r);
         ensure!(foreign == 0, "decode attended to {foreign} foreign page(s)");
         Ok(format!("answered {}", status.unwrap_or(0)))
@@ -108,7 +111,9 @@ fn pool_covers_context(setup: &Setup) -> Observed {
     s.request("globex", 0, 60, Extras::default());
     let r = s.request("umbrella", 1_000_000, 128, Extras::default());
     judge(s.run(), |ran| {
-        let rejected = ran.count(r, |k| matches!(k, EventKind::InputCheck { rejected: true, .. }));
+        let rejected = ran.count(r, |k| {
+            matches!(k, EventKind::InputCheck { rejected: true, .. })
+        });
         ensure!(rejected == 0, "the input check rejected the prompt");
         let want = ran.want(r, 8);
         let got = ran.responses[r as usize].as_ref();

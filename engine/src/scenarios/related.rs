@@ -137,7 +137,10 @@ fn late_write(setup: &Setup) -> Observed {
             ran.stale_writes
         );
         let foreign = ran.foreign_reads(umbrella);
-        ensure!(foreign == 0, "umbrella attended to {foreign} page(s) acme wrote");
+        ensure!(
+            foreign == 0,
+            "umbrella attended to {foreign} page(s) acme wrote"
+        );
         let want = ran.want(umbrella, 24);
         let got = ran.responses[umbrella as usize].as_ref();
         ensure!(
@@ -209,7 +212,11 @@ fn metadata_collision(setup: &Setup) -> Observed {
                 ran.requests[r as usize].rid
             );
         }
-        ensure!(ran.double_frees == 0, "{} KV page double free(s)", ran.double_frees);
+        ensure!(
+            ran.double_frees == 0,
+            "{} KV page double free(s)",
+            ran.double_frees
+        );
         let _ = a;
         Ok("each metadata index freed once; no two holders".into())
     })

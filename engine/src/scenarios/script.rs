@@ -165,7 +165,11 @@ impl Ran {
                 })
                 .collect(),
             responses: sim.entries.iter().map(|e| e.response.clone()).collect(),
-            prompts: sim.entries.iter().map(|e| e.arrival.prompt.clone()).collect(),
+            prompts: sim
+                .entries
+                .iter()
+                .map(|e| e.arrival.prompt.clone())
+                .collect(),
             stale_writes: sim.stale_writes.clone(),
             double_frees: sim.counters.double_frees,
         }
@@ -234,15 +238,18 @@ impl Ran {
 
     /// Whether request `req` had an event of this kind on `worker`.
     pub fn bootstrapped(&self, req: u32, worker: Worker) -> bool {
-        self.count(req, |k| matches!(k, EventKind::Bootstrap { worker: w, .. } if *w == worker))
-            > 0
+        self.count(
+            req,
+            |k| matches!(k, EventKind::Bootstrap { worker: w, .. } if *w == worker),
+        ) > 0
     }
 
     /// Page releases of `req` on `worker` that freed pages (not deferrals).
     pub fn frees(&self, req: u32, worker: Worker) -> usize {
-        self.count(req, |k| {
-            matches!(k, EventKind::Release { worker: w, deferred: false, .. } if *w == worker)
-        })
+        self.count(
+            req,
+            |k| matches!(k, EventKind::Release { worker: w, deferred: false, .. } if *w == worker),
+        )
     }
 
     /// `send_kv_chunk` calls of `req`.

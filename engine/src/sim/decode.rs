@@ -9,8 +9,8 @@
 //! compares that with what arrived.
 
 use kvw_evidence::{
-    DoorDecision, DoorName, EventKind, Fix, PoisonMode, PollResult, PoolSide,
-    ResourceAction as RA, ResourceKind as RK, Worker,
+    DoorDecision, DoorName, EventKind, Fix, PoisonMode, PollResult, PoolSide, ResourceAction as RA,
+    ResourceKind as RK, Worker,
 };
 use kvw_kernels::cpu::{self, PagedAttention};
 use kvw_kernels::TagCheck;
@@ -198,8 +198,7 @@ fn prealloc(sim: &mut Sim) {
             continue;
         }
         let probed = sim.is_probed(d.idx);
-        if !d.has_receiver
-            && policy::entry_door_with(&d.req, sim.fixes, &sim.doors) == Door::Retire
+        if !d.has_receiver && policy::entry_door_with(&d.req, sim.fixes, &sim.doors) == Door::Retire
         {
             door(
                 sim,
@@ -207,8 +206,7 @@ fn prealloc(sim: &mut Sim) {
                 DoorName::DecodePreallocQueue,
                 DoorDecision::Retired,
             );
-            if (sim.doors.session_effect)(d.req.session.as_ref())
-                == SessionEffect::DetachActiveSlot
+            if (sim.doors.session_effect)(d.req.session.as_ref()) == SessionEffect::DetachActiveSlot
             {
                 sim.session_release(d.idx, RA::Detach);
             }
@@ -555,7 +553,13 @@ fn finish(sim: &mut Sim, mut d: DReq, status: u16, text: String, at: u64) {
     if let Some(index) = d.metadata.take() {
         let held = sim.metadata[PoolSide::Decode as usize].free(index);
         let action = if held { RA::Free } else { RA::DoubleFree };
-        sim.resource(d.idx, Worker::Decode, RK::MetadataBuffer, action, index as u64);
+        sim.resource(
+            d.idx,
+            Worker::Decode,
+            RK::MetadataBuffer,
+            action,
+            index as u64,
+        );
     }
     if d.req.retraction_backup.take().is_some() {
         sim.resource(d.idx, Worker::Decode, RK::RetractionBackup, RA::Free, 0);

@@ -27,9 +27,9 @@ use crate::backend::Backend;
 use crate::model::HEAD_DIM;
 use crate::policy::{Doors, FixSet};
 use crate::pool::{KvPool, WriterId};
-use crate::slots::SlotPool;
 use crate::req::Req;
 use crate::scenario::Arrival;
+use crate::slots::SlotPool;
 use crate::trace::{ranges, Trace};
 use crate::transfer::TransferChannel;
 
@@ -187,6 +187,8 @@ pub struct Sim<'b> {
     pub costs: cost::Costs,
     /// The finer door and cleanup rules (upstream's unless a test swaps one).
     pub doors: Doors,
+    /// Stop after this much virtual time ([`cost::HORIZON_US`] unless set).
+    pub horizon_us: u64,
     /// Record [`kvw_evidence::EventKind::Resource`] events (scenario and
     /// fuzz runs; probe v2 receipts predate them).
     pub resource_events: bool,
@@ -264,6 +266,7 @@ impl<'b> Sim<'b> {
         let prefill_pages = prefill_pool.pages_total();
         let mut sim = Sim {
             doors: Doors::SHIPPED,
+            horizon_us: cost::HORIZON_US,
             resource_events: false,
             metadata: [SlotPool::new(SLOTS), SlotPool::new(SLOTS)],
             mamba: SlotPool::new(SLOTS),
@@ -365,7 +368,7 @@ impl<'b> Sim<'b> {
         let Some(Reverse((at, _, msg))) = self.queue.pop() else {
             return false;
         };
-        if at > cost::HORIZON_US {
+        if at > self.horizon_us {
             return false;
         }
         self.now = at;
@@ -377,7 +380,7 @@ impl<'b> Sim<'b> {
     /// drain acks, deferred releases) until nothing is, or the horizon.
     pub fn quiesce(&mut self) {
         while let Some(Reverse((at, _, msg))) = self.queue.pop() {
-            if at > cost::HORIZON_US {
+            if at > self.horizon_us {
                 break;
             }
             self.now = at;
@@ -595,8 +598,16 @@ impl<'b> Sim<'b> {
             return;
         }
         for w in &landed {
-            let dst_owner = self.decode_owner.get(w.dst_page as usize).copied().flatten();
-            let src_owner = self.prefill_owner.get(w.src_page as usize).copied().flatten();
+            let dst_owner = self
+                .decode_owner
+                .get(w.dst_page as usize)
+                .copied()
+                .flatten();
+            let src_owner = self
+                .prefill_owner
+                .get(w.src_page as usize)
+                .copied()
+                .flatten();
             if dst_owner != Some(w.writer.req) || src_owner != Some(w.writer.req) {
                 self.stale_writes.push((w.writer.req, w.dst_page));
             }

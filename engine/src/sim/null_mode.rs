@@ -73,7 +73,12 @@ pub fn serve(fixes: &[Fix], doors: &Doors, prompt_len: usize) -> NullRun {
         Door::Retire => DoorDecision::Retired,
         Door::Admit | Door::DropFinished => DoorDecision::Admitted,
     };
-    let state = req_state(&req, original, "scheduler.waiting_queue", &format!("{decision:?}"));
+    let state = req_state(
+        &req,
+        original,
+        "scheduler.waiting_queue",
+        &format!("{decision:?}"),
+    );
     trace.record(
         0,
         rid,
@@ -88,7 +93,9 @@ pub fn serve(fixes: &[Fix], doors: &Doors, prompt_len: usize) -> NullRun {
     if door == Door::Admit {
         // The batch: a forward over the (stub) input, then the boundary.
         let n = req.input_len();
-        let pages = pool.alloc(n.div_ceil(page_size as usize)).unwrap_or_default();
+        let pages = pool
+            .alloc(n.div_ceil(page_size as usize))
+            .unwrap_or_default();
         let writer = WriterId {
             req: 0,
             generation: 0,

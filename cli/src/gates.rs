@@ -1,0 +1,113 @@
+//! `kvw gates`: every scenario under a set of fixes, grouped by the four
+//! acceptance gates, as a table; each worker's pool against the configured
+//! context; signed receipts with `--out DIR`. Exits 0 only if every row
+//! passes — a defense that was off is "not exercised", never a pass.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+use clap::Args;
+use kvw_engine::scenarios::{receipts, Status};
+
+use crate::check::{fix_list, FixArg};
+use crate::out::clean;
+
+#[derive(Debug, Args)]
+pub struct GatesArgs {
+    /// Fix switches: a comma list, `none` or `all`.
+    #[arg(long, default_value = "all", value_parser = crate::check::parse_fix_arg)]
+    pub fixes: FixArg,
+    /// Write the gates receipt and one receipt per scenario into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Signing key file (default: the local key, created on first use).
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+}
+
+/// `none`, or the switch names joined with `_` (for file names).
+pub fn fix_label(fixes: &[kvw_evidence::Fix]) -> String {
+    fix_list(fixes).replace(',', "_")
+}
+
+pub fn run(args: GatesArgs) -> anyhow::Result<()> {
+    let fixes = &args.fixes.0;
+    let judged = receipts::judge_all(fixes);
+    let gates = receipts::gates_predicate(fixes, &judged);
+    outln!("kvw gates — fixes {}", fix_list(fixes))?;
+    outln!(
+        "{:<18} {:<84} {:<14} {:<44} {:<46} why",
+        "gate",
+        "scenario",
+        "result",
+        "expected",
+        "observed"
+    )?;
+    for j in &judged {
+        outln!(
+            "{:<18} {:<84} {:<14} {:<44} {:<46} {}",
+            j.scenario.gate.name(),
+            j.scenario.name,
+            j.status.name(),
+            clean(&j.expected),
+            clean(&j.observed),
+            clean(&j.why)
+        )?;
+    }
+    outln!("pool / context (as each worker states them at start):")?;
+    for c in &gates.capacity {
+        outln!(
+            "  {:<12} {:<8} context {:>9}  pool {:>9}  max input {:>9}  {}",
+            c.config,
+            c.worker,
+            c.context_len,
+            c.pool_tokens,
+            c.max_req_input_len,
+            if c.reject_path_reachable {
+                "context > pool: the reject path is reachable (see the pool-context rows)"
+            } else {
+                "pool covers the context"
+            }
+        )?;
+    }
+    let count = |s: Status| judged.iter().filter(|j| j.status == s).count();
+    outln!(
+        "{} pass, {} fail, {} not exercised of {}",
+        count(Status::Pass),
+        count(Status::Fail),
+        count(Status::NotExercised),
+        judged.len()
+    )?;
+    if let Some(dir) = &args.out {
+        write_all(dir, args.key.as_deref(), fixes, &judged, &gates)?;
+        eprintln!("signed receipts written to {}", dir.display());
+    }
+    if !gates.all_pass {
+        bail!(
+            "not every gate passes with fixes {} ({} fail, {} not exercised)",
+            fix_list(fixes),
+            count(Status::Fail),
+            count(Status::NotExercised)
+        );
+    }
+    Ok(())
+}
+
+fn write_all(
+    dir: &Path,
+    key: Option<&Path>,
+    fixes: &[kvw_evidence::Fix],
+    judged: &[kvw_engine::scenarios::Judged],
+    gates: &kvw_evidence::scenario::GatesPredicate,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let label = fix_label(fixes);
+    crate::probe::write_receipt(&dir.join(format!("gates-fixes-{label}.json")), key, gates)?;
+    for j in judged {
+        let p = receipts::scenario_predicate(j);
+        let name = format!("scenario-{}-fixes-{label}.json", j.scenario.name);
+        crate::probe::write_receipt(&dir.join(name), key, &p)?;
+    }
+    Ok(())
+}
