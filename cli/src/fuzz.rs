@@ -17,7 +17,8 @@ use kvw_evidence::scenario::{FuzzPredicate, InvariantCount};
 use kvw_evidence::Fix;
 use rayon::prelude::*;
 
-use crate::check::{fix_list, FixArg};
+use crate::check::FixArg;
+use crate::gates::fixes_text as fix_list;
 use crate::out::clean;
 
 #[derive(Debug, Args)]

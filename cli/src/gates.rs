@@ -10,6 +10,7 @@ use clap::Args;
 use kvw_engine::scenarios::{receipts, Status};
 
 use crate::check::{fix_list, FixArg};
+
 use crate::out::clean;
 
 #[derive(Debug, Args)]
@@ -25,16 +26,28 @@ pub struct GatesArgs {
     pub key: Option<PathBuf>,
 }
 
-/// `none`, or the switch names joined with `_` (for file names).
+/// `none`, `all`, or the switch names joined with `_` (for file names).
 pub fn fix_label(fixes: &[kvw_evidence::Fix]) -> String {
-    fix_list(fixes).replace(',', "_")
+    fixes_text(fixes).replace(',', "_")
+}
+
+/// `none`, `all`, or the switch names joined with `,`.
+pub fn fixes_text(fixes: &[kvw_evidence::Fix]) -> String {
+    let mut sorted = fixes.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    if sorted == kvw_evidence::Fix::ALL {
+        "all".into()
+    } else {
+        fix_list(&sorted)
+    }
 }
 
 pub fn run(args: GatesArgs) -> anyhow::Result<()> {
     let fixes = &args.fixes.0;
     let judged = receipts::judge_all(fixes);
     let gates = receipts::gates_predicate(fixes, &judged);
-    outln!("kvw gates — fixes {}", fix_list(fixes))?;
+    outln!("kvw gates — fixes {}", fixes_text(fixes))?;
     outln!(
         "{:<18} {:<84} {:<14} {:<44} {:<46} why",
         "gate",
@@ -85,7 +98,7 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
     if !gates.all_pass {
         bail!(
             "not every gate passes with fixes {} ({} fail, {} not exercised)",
-            fix_list(fixes),
+            fixes_text(fixes),
             count(Status::Fail),
             count(Status::NotExercised)
         );

@@ -13,7 +13,8 @@ use kvw_engine::scenarios::{self, receipts, Status};
 use kvw_evidence::render::{event_line, Lang};
 use serde_json::json;
 
-use crate::check::{fix_list, FixArg};
+use crate::check::FixArg;
+use crate::gates::fixes_text as fix_list;
 use crate::out::clean;
 
 #[derive(Debug, Subcommand)]

@@ -15,7 +15,7 @@ use kvw_evidence::scenario::{
 };
 use kvw_evidence::VerifiedStatement;
 
-use crate::check::fix_list;
+use crate::gates::fixes_text as fix_list;
 
 /// The line of a scenario, gates or fuzz receipt; `None` for other kinds.
 pub fn check(statement: &VerifiedStatement, reproduce: bool) -> Result<Option<ReceiptOk>, String> {

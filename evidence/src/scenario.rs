@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::canonical_sha256;
-use crate::predicate::{EngineInfo, Event, Fix, RequestInfo};
+use crate::predicate::{EngineInfo, Event, Fix, PageView, RequestInfo};
 use crate::receipt::PredicateKind;
 use crate::EvidenceError;
 
@@ -93,8 +93,20 @@ pub struct ScenarioPredicate {
     pub requests: Vec<RequestInfo>,
     /// Every typed event of the run, in order.
     pub events: Vec<Event>,
+    /// Page pictures of the run's first request (its `probed` one), each
+    /// after the event it follows, for a replay on the page grid.
+    pub pages: Vec<EventPages>,
     /// Lowercase hex SHA-256 of the JCS form of `events`.
     pub trace_sha256: String,
+}
+
+/// The pools as they stood after one event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventPages {
+    /// Index into `events`.
+    pub event: u32,
+    pub view: PageView,
 }
 
 /// One row of the gates table.
@@ -237,6 +249,19 @@ impl PredicateKind for ScenarioPredicate {
     const WHAT: &'static str = "scenario predicate";
     fn check(&self) -> Result<(), EvidenceError> {
         check_trace(Self::WHAT, &self.events, &self.trace_sha256)?;
+        if let Some(p) = self
+            .pages
+            .iter()
+            .find(|p| p.event as usize >= self.events.len())
+        {
+            return Err(inconsistent(
+                Self::WHAT,
+                format!(
+                    "a page picture refers to event {}, past the events",
+                    p.event
+                ),
+            ));
+        }
         let status = match (self.holds, self.exercised) {
             (false, _) => ScenarioStatus::Fail,
             (true, true) => ScenarioStatus::Pass,

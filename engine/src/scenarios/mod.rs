@@ -129,6 +129,8 @@ impl Setup {
 pub struct Observed {
     pub events: Vec<Event>,
     pub requests: Vec<RequestInfo>,
+    /// Page pictures of the first request, keyed by event index.
+    pub pictures: Vec<(usize, kvw_evidence::PageView)>,
     pub verdict: Result<String, String>,
 }
 

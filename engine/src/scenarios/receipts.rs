@@ -7,8 +7,8 @@
 //! walkthrough and incident presets.
 
 use kvw_evidence::scenario::{
-    events_sha256, CapacityRow, GateRow, GatesPredicate, ScenarioInfo, ScenarioPredicate,
-    ScenarioStatus, UpstreamTest,
+    events_sha256, CapacityRow, EventPages, GateRow, GatesPredicate, ScenarioInfo,
+    ScenarioPredicate, ScenarioStatus, UpstreamTest,
 };
 use kvw_evidence::{Fix, PoisonMode, Scale};
 
@@ -60,6 +60,15 @@ pub fn scenario_predicate(j: &Judged) -> ScenarioPredicate {
         why: j.why.clone(),
         requests: j.observed_run.requests.clone(),
         events: j.observed_run.events.clone(),
+        pages: j
+            .observed_run
+            .pictures
+            .iter()
+            .map(|(i, view)| EventPages {
+                event: *i as u32,
+                view: view.clone(),
+            })
+            .collect(),
         trace_sha256: events_sha256(&j.observed_run.events),
     }
 }

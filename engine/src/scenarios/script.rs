@@ -145,6 +145,8 @@ pub struct Ran {
     /// `(request, page)` of writes that landed outside their owner's pages.
     pub stale_writes: Vec<(u32, u32)>,
     pub double_frees: u32,
+    /// Page pictures of the first request, keyed by event index.
+    pub pictures: Vec<(usize, kvw_evidence::PageView)>,
 }
 
 impl Ran {
@@ -172,6 +174,7 @@ impl Ran {
                 .collect(),
             stale_writes: sim.stale_writes.clone(),
             double_frees: sim.counters.double_frees,
+            pictures: sim.trace.pictures.clone(),
         }
     }
 
@@ -283,6 +286,7 @@ impl Ran {
         Observed {
             events: self.events,
             requests: self.requests,
+            pictures: self.pictures,
             verdict,
         }
     }
