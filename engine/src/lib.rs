@@ -14,10 +14,12 @@
 //! * [`trace`] — typed events of every request, recorded as they happen;
 //! * [`narrate`] — the seven steps and their claims, read off the events;
 //! * [`backend`] — CPU reference or CUDA for decode attention;
-//! * [`probe`] — runs a scenario and builds the receipt predicate.
+//! * [`probe`] — runs a scenario and builds the receipt predicate;
+//! * [`live`] — the same cluster serving requests as they arrive, on a real clock.
 
 pub mod backend;
 pub mod config;
+pub mod live;
 pub mod model;
 pub mod narrate;
 pub mod policy;
