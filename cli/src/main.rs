@@ -7,6 +7,7 @@
 #[macro_use]
 mod out;
 
+mod audit;
 mod bench;
 mod bundle;
 mod check;
@@ -48,6 +49,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Model-check the PD handoff exhaustively (stateright) under a set of fixes.
     Check(check::CheckArgs),
+    /// Audit an OpenAI-compatible endpoint: capacity, isolation, status and prefix-cache gates.
+    Audit(audit::AuditArgs),
 }
 
 /// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Check(args) => check::run(args),
+        Command::Audit(args) => return audit::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

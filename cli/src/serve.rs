@@ -94,12 +94,16 @@ pub struct OpenAiArgs {
     #[arg(long, default_value_t = 4096)]
     pub pool_tokens: u64,
     /// Decode KV pool in tokens.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 32768)]
     pub decode_pool_tokens: u64,
     /// model-assumption `early-reject`: relay prefill's 4xx at once (on) or
     /// wait for decode's answer like upstream's PD router (off).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     pub early_reject: String,
+    /// Seconds decode waits for a KV handoff before answering 500
+    /// (upstream's default is 300; the live cluster's pools are small).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub waiting_timeout: u64,
 }
 
 /// The OpenAI endpoint's router from its flags.
@@ -120,6 +124,7 @@ fn openai_router(a: &OpenAiArgs) -> anyhow::Result<Router> {
         fixes,
         prefix_cache,
         early_reject: a.early_reject == "on",
+        waiting_timeout_s: a.waiting_timeout,
         ..Default::default()
     };
     let service = kvw_server::service::EngineService::start(shape)?;

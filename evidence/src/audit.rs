@@ -133,8 +133,8 @@ mod tests {
     #[test]
     fn audit_receipts_sign_and_verify_and_unknown_gates_are_refused() {
         let signer = Signer::from_seed(&[7; 32]);
-        let env = sign_statement("isolation.receipt.json", &predicate("isolation"), &signer)
-            .unwrap();
+        let env =
+            sign_statement("isolation.receipt.json", &predicate("isolation"), &signer).unwrap();
         let bytes = serde_json::to_vec(&env).unwrap();
         let v = verify_statement(&bytes, &signer.public()).unwrap();
         assert_eq!(v.parse::<AuditPredicate>().unwrap(), predicate("isolation"));

@@ -21,22 +21,25 @@ pub struct ClusterShape {
     /// Seconds decode waits for a handoff before answering 500.
     pub waiting_timeout_s: u64,
     pub early_reject: bool,
+    /// Real microseconds per virtual microsecond of the cluster's clock.
+    pub clock_scale: u64,
 }
 
 impl Default for ClusterShape {
     /// Small pools so an over-pool prompt is a few KiB: context 8,192,
-    /// prefill pool 4,096, decode pool 16,384 tokens (decode larger than
+    /// prefill pool 4,096, decode pool 32,768 tokens (decode larger than
     /// prefill, as in the incident).
     fn default() -> Self {
         ClusterShape {
             context_len: 8192,
             prefill_pool_tokens: 4096,
-            decode_pool_tokens: 16384,
+            decode_pool_tokens: 32768,
             page_size: 16,
             fixes: Vec::new(),
             prefix_cache: PrefixCacheMode::Off,
-            waiting_timeout_s: 5,
+            waiting_timeout_s: 1,
             early_reject: true,
+            clock_scale: 2,
         }
     }
 }
@@ -74,6 +77,7 @@ impl EngineService {
             prefix_cache: shape.prefix_cache,
             cache_blocks: 8192,
             early_reject: shape.early_reject,
+            clock_scale: shape.clock_scale,
         })?;
         Ok(EngineService { engine, shape })
     }
