@@ -77,6 +77,8 @@ pub struct Client {
     pub endpoint: String,
     limits: Limits,
     sent: AtomicU32,
+    /// Once discovery succeeded, transport errors become status-0 replies.
+    tolerant: std::sync::atomic::AtomicBool,
     started: Instant,
     slots: tokio::sync::Semaphore,
 }
@@ -114,8 +116,15 @@ impl Client {
             slots: tokio::sync::Semaphore::new(limits.concurrency.max(1)),
             limits,
             sent: AtomicU32::new(0),
+            tolerant: Default::default(),
             started: Instant::now(),
         })
+    }
+
+    /// From now on record a connection error as a reply with status 0
+    /// instead of stopping the audit (the endpoint answered discovery).
+    pub fn tolerate_resets(&self) {
+        self.tolerant.store(true, Ordering::Relaxed);
     }
 
     /// Requests sent so far.
@@ -130,6 +139,19 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<&[u8]>,
+    ) -> Result<Reply, AuditError> {
+        self.send_with(tenant, method, path, body, false).await
+    }
+
+    /// [`Client::send`] on a connection of its own when `alone` (for
+    /// requests a server may answer by breaking the connection).
+    pub async fn send_with(
+        &self,
+        tenant: &Tenant,
+        method: Method,
+        path: &str,
+        body: Option<&[u8]>,
+        alone: bool,
     ) -> Result<Reply, AuditError> {
         if self.started.elapsed() > self.limits.max_time {
             return Err(AuditError(format!(
@@ -151,6 +173,7 @@ impl Client {
             .uri(&url)
             .header("authorization", format!("Bearer {}", tenant.key))
             .header("content-type", "application/json")
+            .header("connection", if alone { "close" } else { "keep-alive" })
             .body(Full::new(Bytes::from(body_bytes.clone())))
             .map_err(|e| AuditError(format!("cannot build a request to {url}: {e}")))?;
         let t0 = Instant::now();
@@ -171,6 +194,18 @@ impl Client {
         let timeout = self.limits.request_timeout;
         let response = match tokio::time::timeout(timeout, self.http.request(request)).await {
             Ok(Ok(r)) => r,
+            Ok(Err(e)) if self.tolerant.load(Ordering::Relaxed) => {
+                // Mid-audit, a reset is the server's answer: record it.
+                let us = t0.elapsed().as_micros() as u64;
+                let why = format!("(no response: {})", source_chain(&e));
+                return Ok(Reply {
+                    status: 0,
+                    body: String::new(),
+                    first_byte_us: us,
+                    total_us: us,
+                    exchange: exchange(0, &why, us, us),
+                });
+            }
             Ok(Err(e)) => {
                 return Err(AuditError(format!(
                     "cannot reach {}: {}",

@@ -185,6 +185,7 @@ pub async fn run(
         })
         .collect();
     let found = discover::discover(&client, &tenants, &opts).await?;
+    client.tolerate_resets();
     let audit = Audit {
         client,
         tenants,
