@@ -38,7 +38,13 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let bytes = body.to_string().into_bytes();
     let r = a
         .client
-        .send_with(&a.tenants[0], Method::POST, "/v1/completions", Some(&bytes), true)
+        .send_with(
+            &a.tenants[0],
+            Method::POST,
+            "/v1/completions",
+            Some(&bytes),
+            true,
+        )
         .await?;
     a.progress.inc(1);
     checks.push(json!({"check": "max_tokens -5", "status": r.status}));
