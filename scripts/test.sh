@@ -9,7 +9,9 @@
 # its counts are printed), the published bundle verified with --reproduce, receipt
 # interop (sha256sum, python securesystemslib, the wasm32 verifier under
 # Node), the CUDA compile check (NVRTC + ptxas from PyPI wheels), the
-# explorer in headless Chromium, and the benchmarks (printed, never
+# explorer in headless Chromium, the official `openai` Python client against
+# `kvw serve --openai`, `kvw audit` against llama.cpp's server (PyPI
+# llama-cpp-python; compiled once into the cache), and the benchmarks (printed, never
 # asserted). Every stage runs; the script exits non-zero if any failed.
 #
 # Caches go under ${KVW_CACHE:-$HOME/.cache/kvwitness}; set CARGO_TARGET_DIR
@@ -88,6 +90,8 @@ gates_and_fuzz() {
   return $rc
 }
 stage "gates and randomized runs (kvw gates, kvw fuzz)" gates_and_fuzz
+stage "openai python client against kvw serve --openai" ./scripts/ci/openai-interop.sh "$kvw"
+stage "kvw audit against llama.cpp's server (third party)" ./scripts/ci/third-party-audit.sh "$kvw"
 stage "benchmarks" "$kvw" bench --reps 2
 
 echo

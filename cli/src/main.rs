@@ -7,6 +7,7 @@
 #[macro_use]
 mod out;
 
+mod audit;
 mod bench;
 mod bundle;
 mod check;
@@ -59,6 +60,8 @@ pub enum Command {
     Gates(gates::GatesArgs),
     /// Randomized runs with invariants checked after every event.
     Fuzz(fuzz::FuzzArgs),
+    /// Audit an OpenAI-compatible endpoint: capacity, isolation, status and prefix-cache gates.
+    Audit(audit::AuditArgs),
 }
 
 /// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
         Command::Scenario(cmd) => scenario::run(cmd),
         Command::Gates(args) => gates::run(args),
         Command::Fuzz(args) => fuzz::run(args),
+        Command::Audit(args) => return audit::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

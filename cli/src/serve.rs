@@ -45,15 +45,18 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Longest a connection may live, whatever it does.
 pub const MAX_CONNECTION_SECS: u64 = 120;
 
-/// `kvw serve --dir DIR [--addr 127.0.0.1:PORT]`
+/// `kvw serve --dir DIR [--addr 127.0.0.1:PORT]`, `kvw serve --openai --key K ...`
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Folder to serve, e.g. the output of `kvw site build`.
+    #[arg(long, required_unless_present = "openai")]
+    pub dir: Option<PathBuf>,
+    /// Address to listen on; the host must be 127.0.0.1. Port 0 picks a free
+    /// port. Default 127.0.0.1:8000, or 127.0.0.1:8080 with `--openai`.
     #[arg(long)]
-    pub dir: PathBuf,
-    /// Address to listen on; the host must be 127.0.0.1. Port 0 picks a free port.
-    #[arg(long, default_value = "127.0.0.1:8000")]
-    pub addr: SocketAddr,
+    pub addr: Option<SocketAddr>,
+    #[command(flatten)]
+    pub openai: OpenAiArgs,
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     pub for_seconds: Option<u64>,
@@ -63,20 +66,88 @@ pub struct ServeArgs {
     pub idle_timeout: u64,
 }
 
+/// `kvw serve --openai`: a live multi-tenant endpoint on the engine.
+#[derive(Debug, clap::Args)]
+pub struct OpenAiArgs {
+    /// Serve the OpenAI-compatible endpoint backed by a live engine cluster.
+    #[arg(long)]
+    pub openai: bool,
+    /// An API key; its tenant is the key itself (repeatable).
+    #[arg(long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
+    /// File of `tenant:key` lines.
+    #[arg(long)]
+    pub keys_file: Option<PathBuf>,
+    /// Fix switches of the cluster: none, all, or a comma list.
+    #[arg(long, default_value = "none")]
+    pub fixes: String,
+    /// Prefix cache: off, shared (across tenants) or per-tenant.
+    #[arg(long, default_value = "off")]
+    pub prefix_cache: String,
+    /// Model name the endpoint answers to.
+    #[arg(long, default_value = "kvw-echo")]
+    pub model: String,
+    /// Context length in tokens (one token per character).
+    #[arg(long, default_value_t = 8192)]
+    pub context_len: u64,
+    /// Prefill KV pool in tokens.
+    #[arg(long, default_value_t = 4096)]
+    pub pool_tokens: u64,
+    /// Decode KV pool in tokens.
+    #[arg(long, default_value_t = 32768)]
+    pub decode_pool_tokens: u64,
+    /// model-assumption `early-reject`: relay prefill's 4xx at once (on) or
+    /// wait for decode's answer like upstream's PD router (off).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub early_reject: String,
+    /// Seconds decode waits for a KV handoff before answering 500
+    /// (upstream's default is 300; the live cluster's pools are small).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub waiting_timeout: u64,
+}
+
+/// The OpenAI endpoint's router from its flags.
+fn openai_router(a: &OpenAiArgs) -> anyhow::Result<Router> {
+    let fixes = kvw_engine::config::parse_fixes(&a.fixes).map_err(anyhow::Error::msg)?;
+    let prefix_cache =
+        kvw_engine::live::PrefixCacheMode::parse(&a.prefix_cache).with_context(|| {
+            format!(
+                "unknown --prefix-cache '{}' (off, shared or per-tenant)",
+                a.prefix_cache
+            )
+        })?;
+    let keys = kvw_server::keys::Keys::load(&a.keys, a.keys_file.as_deref())?;
+    let shape = kvw_server::service::ClusterShape {
+        context_len: a.context_len,
+        prefill_pool_tokens: a.pool_tokens,
+        decode_pool_tokens: a.decode_pool_tokens,
+        fixes,
+        prefix_cache,
+        early_reject: a.early_reject == "on",
+        waiting_timeout_s: a.waiting_timeout,
+        ..Default::default()
+    };
+    let service = kvw_server::service::EngineService::start(shape)?;
+    let state = kvw_server::openai::OpenAi::new(service, keys, a.model.clone());
+    Ok(kvw_server::openai::router(Arc::new(state)))
+}
+
 /// Run `kvw serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    if args.addr.ip() != Ipv4Addr::LOCALHOST {
-        bail!(
-            "kvw serve listens on 127.0.0.1 only, not {}",
-            args.addr.ip()
-        );
+    let addr = args.addr.unwrap_or(if args.openai.openai {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 8080))
+    } else {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 8000))
+    });
+    if addr.ip() != Ipv4Addr::LOCALHOST {
+        bail!("kvw serve listens on 127.0.0.1 only, not {}", addr.ip());
     }
-    let root = checked_root(&args.dir)?;
+    let root = args.dir.as_deref().map(checked_root).transpose()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(args, root))
+    runtime.block_on(serve(args, addr, root))
 }
 
 /// The canonical folder to serve, refusing `/`, the home folder and any
@@ -106,22 +177,36 @@ fn checked_root(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(root)
 }
 
-async fn serve(args: ServeArgs, root: PathBuf) -> anyhow::Result<()> {
-    // Read-only and public by nature: let other origins fetch receipts, the
-    // key and the wasm, so the embed snippet works from any host page.
-    let cors = CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([Method::GET, Method::HEAD]);
-    let root = Arc::new(root);
-    let app = Router::new()
-        .fallback_service(ServeDir::new(root.as_path()).append_index_html_on_directories(true))
-        .layer(middleware::from_fn_with_state(root.clone(), guard))
-        .layer(cors);
-    let listener = tokio::net::TcpListener::bind(args.addr)
+async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyhow::Result<()> {
+    let mut app = Router::new();
+    if let Some(root) = &root {
+        // Read-only and public by nature: let other origins fetch receipts, the
+        // key and the wasm, so the embed snippet works from any host page.
+        let cors = CorsLayer::new()
+            .allow_origin(Any)
+            .allow_methods([Method::GET, Method::HEAD]);
+        let root = Arc::new(root.clone());
+        app = app
+            .fallback_service(
+                ServeDir::new(root.as_path())
+                    .append_index_html_on_directories(true)
+                    .precompressed_br()
+                    .precompressed_gzip(),
+            )
+            .layer(middleware::from_fn_with_state(root.clone(), guard))
+            .layer(cors);
+    }
+    if args.openai.openai {
+        app = openai_router(&args.openai)?.merge(app);
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding {}", args.addr))?;
+        .with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr()?;
-    outln!("serving {} at http://{local}/", root.display())?;
+    match &root {
+        Some(root) => outln!("serving {} at http://{local}/", root.display())?,
+        None => outln!("serving the OpenAI endpoint at http://{local}/v1")?,
+    }
 
     let idle = Duration::from_secs(args.idle_timeout);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));

@@ -17,11 +17,13 @@
 //! * [`probe`] — runs a scenario and builds the receipt predicate;
 //! * [`scenarios`] — scripted runs with assertions, grouped by acceptance gate;
 //! * [`fuzz`] — randomized runs with invariants checked after every event;
-//! * [`slots`] — metadata buffer and Mamba slot allocators.
+//! * [`slots`] — metadata buffer and Mamba slot allocators;
+//! * [`live`] — the same cluster serving requests as they arrive, on a real clock.
 
 pub mod backend;
 pub mod config;
 pub mod fuzz;
+pub mod live;
 pub mod model;
 pub mod narrate;
 pub mod policy;

@@ -12,6 +12,7 @@
 //! This crate holds no I/O policy of its own beyond key files and bundle
 //! folders (native only), and builds for `wasm32-unknown-unknown`.
 
+pub mod audit;
 pub mod canonical;
 pub mod dsse;
 pub mod error;

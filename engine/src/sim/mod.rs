@@ -205,6 +205,9 @@ pub struct Sim<'b> {
     /// Page writes that landed in a decode page not handed to their writer,
     /// or copied a prefill page no longer held by it: (request, page).
     pub stale_writes: Vec<(u32, u32)>,
+    /// Prompt tokens of a request whose KV a prefix cache already holds
+    /// (set by [`crate::live`]); prefill charges no forward time for them.
+    pub prefill_cached: std::collections::BTreeMap<u32, usize>,
     /// Deferred releases, indexed by `PoolSide as usize`.
     deferred: [Vec<release::Deferred>; 2],
     prefill: PrefillWorker,
@@ -285,6 +288,7 @@ impl<'b> Sim<'b> {
             decode_pool,
             channel: TransferChannel::new(costs.write_latency_us, costs.write_per_page_us),
             costs,
+            prefill_cached: Default::default(),
             entries,
             trace: Trace::new(),
             counters: Counters::default(),
@@ -354,6 +358,44 @@ impl<'b> Sim<'b> {
             let view = self.page_view(side);
             self.trace.picture(i, view);
         }
+    }
+
+    /// Admit one more request arriving at `arrival.at_us` (no earlier than
+    /// now): the live engine's door into a running cluster. Returns its index.
+    pub fn admit(&mut self, arrival: Arrival) -> u32 {
+        let i = self.entries.len() as u32;
+        let at = arrival.at_us.max(self.now);
+        self.entries.push(Entry {
+            rid: format!("{}-{}", arrival.tenant, i + 1),
+            room: 1000 + i as u64,
+            arrival,
+            prefill_answer: None,
+            decode_answer: None,
+            response: None,
+            extras: Extras::default(),
+        });
+        self.send(at, Msg::Arrive(i));
+        i
+    }
+
+    /// Handle every event due at or before `t`, then stand at `t`.
+    pub fn run_until(&mut self, t: u64) {
+        while let Some(Reverse((at, _, _))) = self.queue.peek() {
+            if *at > t {
+                break;
+            }
+            let Some(Reverse((at, _, msg))) = self.queue.pop() else {
+                break;
+            };
+            self.now = at;
+            self.handle(msg);
+        }
+        self.now = self.now.max(t);
+    }
+
+    /// When the next event is due, if any.
+    pub fn next_event_at(&self) -> Option<u64> {
+        self.queue.peek().map(|Reverse((at, _, _))| *at)
     }
 
     /// Run until every request has its answer or the horizon passes.

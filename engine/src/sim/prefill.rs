@@ -354,7 +354,14 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
     let batch = admit(sim);
     let mut next = None;
     if !batch.is_empty() {
-        let tokens: usize = batch.iter().map(|(_, n)| n).sum();
+        // Tokens a prefix cache holds cost no forward time (`crate::live`).
+        let tokens: usize = batch
+            .iter()
+            .map(|(p, n)| {
+                let cached = sim.prefill_cached.get(&p.idx).copied().unwrap_or(0);
+                (p.done + n).saturating_sub(cached.max(p.done))
+            })
+            .sum();
         let dur = sim.costs.prefill_fixed_us + tokens as u64 / sim.costs.prefill_tokens_per_us;
         let end = sim.now + dur;
         for (p, n) in batch {

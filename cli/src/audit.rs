@@ -1,0 +1,157 @@
+//! `kvw audit`: run the black-box gates against an OpenAI-compatible URL.
+//!
+//! Flags parse here; the gates live in `kvw_server::audit`. Exit codes: 0
+//! when every gate passes, 1 when one fails or is inconclusive, 2 on an
+//! error (unreachable or non-compatible endpoint, bad flags, limits).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kvw_evidence::audit::GateResult;
+use kvw_server::audit::{self, AuditOptions, Limits};
+
+/// `kvw audit --endpoint URL --key K1 --key K2 [...]`
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Base URL of the endpoint, e.g. http://127.0.0.1:8080 (http only).
+    #[arg(long)]
+    pub endpoint: String,
+    /// API key of one tenant; give at least two.
+    #[arg(long = "key", value_name = "KEY", required = true)]
+    pub keys: Vec<String>,
+    /// Gates to run (comma list): capacity, isolation, status, prefix-cache.
+    #[arg(long, default_value = "capacity,isolation,status,prefix-cache")]
+    pub gates: String,
+    /// Model name (default: the first one /v1/models lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Context length in tokens, when the server does not say.
+    #[arg(long)]
+    pub context_len: Option<u64>,
+    /// KV pool in tokens, when the server does not say.
+    #[arg(long)]
+    pub pool_tokens: Option<u64>,
+    /// Tokenizer assumption: characters per token of the audit's text.
+    #[arg(long, default_value_t = 1.0)]
+    pub chars_per_token: f64,
+    /// max_tokens of the audit's completions.
+    #[arg(long, default_value_t = 32)]
+    pub max_tokens: u32,
+    /// Rounds of the isolation gate.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: u32,
+    /// Hit/miss pairs of the prefix-cache gate.
+    #[arg(long, default_value_t = 12)]
+    pub pairs: u32,
+    /// Prefix length of the prefix-cache gate, in tokens.
+    #[arg(long)]
+    pub prefix_tokens: Option<u64>,
+    /// False-positive rate of the prefix-cache test.
+    #[arg(long, default_value_t = 0.01)]
+    pub alpha: f64,
+    /// Send a per-tenant cache_salt with every request.
+    #[arg(long)]
+    pub cache_salt: bool,
+    /// Most requests the audit may send.
+    #[arg(long, default_value_t = 1000)]
+    pub max_requests: u32,
+    /// Most seconds the audit may run.
+    #[arg(long, default_value_t = 600)]
+    pub max_seconds: u64,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub concurrency: u64,
+    /// Seconds one request may take.
+    #[arg(long, default_value_t = 60)]
+    pub request_timeout: u64,
+    /// Print one JSON object per gate.
+    #[arg(long)]
+    pub json: bool,
+    /// Write one signed receipt per gate into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Signing key file (default: the local key).
+    #[arg(long)]
+    pub signing_key: Option<PathBuf>,
+}
+
+/// Run `kvw audit`; prints its own errors.
+pub fn run(args: AuditArgs) -> ExitCode {
+    match audit(args) {
+        Ok(code) => code,
+        Err(e) => {
+            errln!("error: {}", crate::out::clean(&crate::one_line(&e)));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    if !(args.alpha > 0.0 && args.alpha < 0.5) {
+        anyhow::bail!("--alpha must be between 0 and 0.5");
+    }
+    if !(args.chars_per_token >= 0.25 && args.chars_per_token <= 16.0) {
+        anyhow::bail!("--chars-per-token must be between 0.25 and 16");
+    }
+    let mut opts = AuditOptions::new(&args.endpoint, args.keys.clone());
+    opts.gates = args
+        .gates
+        .split(',')
+        .map(|g| g.trim().to_string())
+        .collect();
+    opts.model = args.model;
+    opts.context_len = args.context_len;
+    opts.pool_tokens = args.pool_tokens;
+    opts.chars_per_token = args.chars_per_token;
+    opts.max_tokens = args.max_tokens.clamp(1, 4096);
+    opts.rounds = args.rounds.clamp(1, 100);
+    opts.pairs = args.pairs.clamp(1, 1000);
+    opts.prefix_tokens = args.prefix_tokens;
+    opts.alpha = args.alpha;
+    opts.cache_salt = args.cache_salt;
+    opts.limits = Limits {
+        max_requests: args.max_requests,
+        max_time: Duration::from_secs(args.max_seconds),
+        concurrency: args.concurrency as usize,
+        request_timeout: Duration::from_secs(args.request_timeout.max(1)),
+    };
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
+    let progress = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg:12} {bar:30} {pos}/{len} requests")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let reports = runtime.block_on(audit::run(opts, progress))?;
+    let mut code = ExitCode::SUCCESS;
+    for r in &reports {
+        let p = &r.predicate;
+        if p.result != GateResult::Pass {
+            code = ExitCode::FAILURE;
+        }
+        if args.json {
+            let line = serde_json::json!({
+                "gate": p.gate, "result": p.result, "reason": p.reason, "evidence": p.evidence,
+                "requests": p.exchanges.len(),
+            });
+            outln!("{line}")?;
+        } else {
+            let word = match p.result {
+                GateResult::Pass => "PASS",
+                GateResult::Fail => "FAIL",
+                GateResult::Inconclusive => "INCONCLUSIVE",
+            };
+            outln!("{:<13} {:<12} {}", p.gate, word, p.reason)?;
+        }
+        if let Some(dir) = &args.out {
+            let path = dir.join(format!("{}.receipt.json", p.gate));
+            crate::probe::write_receipt(&path, args.signing_key.as_deref(), p)?;
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,221 @@
+//! `kvw audit` against `kvw serve --openai` on 127.0.0.1: the pre-fix
+//! cluster fails the isolation gate naming the leaked canary, the post-fix
+//! one passes every gate, and the prefix-cache gate tells a shared cache
+//! from a per-tenant one. Every server here starts on a free port and stops
+//! itself.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use kvw_evidence::audit::{AuditPredicate, GateResult};
+
+const KVW: &str = env!("CARGO_BIN_EXE_kvw");
+
+/// `kvw serve --openai` on a free port; killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(fixes: &str, cache: &str) -> Server {
+        let mut child = Command::new(KVW)
+            .args([
+                "serve",
+                "--openai",
+                "--addr",
+                "127.0.0.1:0",
+                "--for-seconds",
+                "300",
+            ])
+            .args(["--key", "alpha-key", "--key", "beta-key", "--fixes", fixes])
+            .args(["--prefix-cache", cache])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = serving_url(&mut child);
+        Server { child, url }
+    }
+}
+
+/// The base URL a starting `kvw serve` prints on its first line.
+fn serving_url(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let at = line.find("http://").expect(&line);
+    line[at..].trim().trim_end_matches("/v1").to_string()
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Audited {
+    code: Option<i32>,
+    gates: Vec<serde_json::Value>,
+    receipts: Vec<AuditPredicate>,
+    stderr: String,
+}
+
+fn audit(url: &str, extra: &[&str]) -> Audited {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("signing.key");
+    let signer = kvw_evidence::Signer::generate();
+    signer.save(&key).unwrap();
+    let out = dir.path().join("receipts");
+    let o = Command::new(KVW)
+        .args([
+            "audit",
+            "--endpoint",
+            url,
+            "--key",
+            "alpha-key",
+            "--key",
+            "beta-key",
+        ])
+        .args(["--json", "--max-seconds", "120"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--signing-key")
+        .arg(&key)
+        .args(extra)
+        .output()
+        .unwrap();
+    let gates: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut receipts = Vec::new();
+    for g in &gates {
+        let path = out.join(format!("{}.receipt.json", g["gate"].as_str().unwrap()));
+        let bytes = std::fs::read(&path).unwrap();
+        let v = kvw_evidence::verify_statement(&bytes, &signer.public()).unwrap();
+        receipts.push(v.parse::<AuditPredicate>().unwrap());
+    }
+    Audited {
+        code: o.status.code(),
+        gates,
+        receipts,
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn gate<'a>(a: &'a Audited, name: &str) -> &'a serde_json::Value {
+    a.gates.iter().find(|g| g["gate"] == name).expect(name)
+}
+
+#[test]
+fn pre_fix_isolation_fails_naming_the_canary_and_post_fix_passes_every_gate() {
+    let pre = Server::start("none", "per-tenant");
+    let a = audit(&pre.url, &[]);
+    assert_eq!(a.code, Some(1), "{}", a.stderr);
+    let iso = gate(&a, "isolation");
+    assert_eq!(iso["result"], "fail", "{iso}");
+    let leak = &iso["evidence"]["leaks"][0];
+    let canary = leak["canary"].as_str().unwrap();
+    assert!(canary.starts_with("CANARY-t"), "{leak}");
+    assert!(iso["reason"].as_str().unwrap().contains(canary));
+    assert!(leak["answer"].as_str().unwrap().contains(canary));
+    assert_eq!(gate(&a, "capacity")["result"], "fail");
+    // The receipt quotes the exchange that carried the other tenant's canary.
+    let r = a.receipts.iter().find(|r| r.gate == "isolation").unwrap();
+    let k = leak["exchange"].as_u64().unwrap() as usize;
+    assert!(r.exchanges[k].response.contains(canary));
+    assert_eq!(r.result, GateResult::Fail);
+    assert!(r.exchanges.iter().all(|e| !e.request.contains("alpha-key")));
+    drop(pre);
+
+    let post = Server::start("all", "per-tenant");
+    let a = audit(&post.url, &[]);
+    assert_eq!(a.code, Some(0), "{:?} {}", a.gates, a.stderr);
+    assert_eq!(a.gates.len(), 4);
+    for g in &a.gates {
+        assert_eq!(g["result"], "pass", "{g}");
+    }
+    assert!(a.receipts.iter().all(|r| r.result == GateResult::Pass));
+    assert_eq!(gate(&a, "capacity")["evidence"]["status"], 400);
+}
+
+#[test]
+fn the_timing_gate_finds_a_shared_prefix_cache_and_not_a_per_tenant_one() {
+    let only = ["--gates", "prefix-cache", "--pairs", "16"];
+    let shared = Server::start("all", "shared");
+    let a = audit(&shared.url, &only);
+    let g = gate(&a, "prefix-cache");
+    assert_eq!(g["result"], "fail", "{g}");
+    assert!(g["evidence"]["p_value"].as_f64().unwrap() < 0.01);
+    assert_eq!(a.code, Some(1));
+    // A per-request cache_salt keeps tenants apart even in a shared cache.
+    let salted = audit(&shared.url, &[&only[..], &["--cache-salt"]].concat());
+    assert_eq!(
+        gate(&salted, "prefix-cache")["result"],
+        "pass",
+        "{:?}",
+        salted.gates
+    );
+    drop(shared);
+    let per = Server::start("all", "per-tenant");
+    let a = audit(&per.url, &only);
+    let g = gate(&a, "prefix-cache");
+    assert_eq!(g["result"], "pass", "{g}");
+    assert_eq!(a.code, Some(0));
+}
+
+#[test]
+fn unreachable_and_incompatible_endpoints_are_one_line_errors() {
+    // A port nothing listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let o = Command::new(KVW)
+        .args(["audit", "--endpoint", &url, "--key", "a", "--key", "b"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot reach"), "{err}");
+
+    // A static site server is not an OpenAI endpoint.
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("index.html"), "hi").unwrap();
+    let mut child = Command::new(KVW)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--for-seconds",
+            "60",
+            "--dir",
+        ])
+        .arg(site.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = serving_url(&mut child);
+    let o = Command::new(KVW)
+        .args(["audit", "--endpoint", &url, "--key", "a", "--key", "b"])
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("not an OpenAI-compatible endpoint"), "{err}");
+    // One key is not an audit.
+    let o = Command::new(KVW)
+        .args(["audit", "--endpoint", &url, "--key", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -1,0 +1,458 @@
+//! A long-lived cluster that serves requests as they come, on a real clock.
+//!
+//! A probe replays a fixed script on a virtual clock; a server cannot: its
+//! requests arrive whenever clients send them. [`LiveEngine`] runs the same
+//! [`Sim`] — the same `Req`, doors ([`crate::policy`]), paged pools and
+//! attention — on its own thread, admits each request the moment it is
+//! submitted, and lets the virtual clock follow the wall clock (one virtual
+//! microsecond per real one). The pools live as long as the engine, so pages
+//! a request frees still hold its tenant's KV when the next request, of any
+//! tenant, reuses them; requests in flight together are batched by the
+//! prefill and decode workers exactly as in a probe. With the fixes off, a
+//! prompt above the prefill pool but within the context is answered 200 with
+//! whatever KV decode's reserved pages still hold (the incident); with
+//! `retire-unadmitted-reject` it is refused with 400.
+//!
+//! The optional prefix cache ([`PrefixCacheMode`]) records, per page-aligned
+//! block of prompt tokens, a hash of the whole prefix up to that block,
+//! scoped to everybody (`shared`), to the tenant (`per-tenant`) and to a
+//! per-request `cache_salt` (vLLM's defence, CVE-2025-46570). A request
+//! whose leading blocks are in the cache is charged no prefill forward time
+//! for them. **model-assumption `prefix-cache-cost`**: the model's K/V of a
+//! token is a pure function of its position and id, so the bytes prefill
+//! writes for a cached block are the bytes the cache holds; what a hit saves
+//! is forward time, which the cost model charges per uncached token
+//! ([`live_costs`]). `--prefix-cache off` runs the alternative.
+//!
+//! The clock may run slower than real time ([`LiveConfig::clock_scale`]):
+//! every latency the cost model sets stretches alike, which keeps a
+//! prefix-cache hit measurable over loopback jitter; no outcome depends on it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kvw_evidence::ProbeConfig;
+
+use crate::backend::Backend;
+use crate::config::{validate, ConfigError};
+use crate::scenario::Arrival;
+use crate::sim::cost::Costs;
+use crate::sim::Sim;
+use crate::trace::Trace;
+
+/// Who may reuse a cached prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixCacheMode {
+    /// No prefix cache: every prompt is prefilled in full.
+    Off,
+    /// One cache for every tenant (the timing side channel).
+    Shared,
+    /// A tenant only hits prefixes it cached itself.
+    PerTenant,
+}
+
+impl PrefixCacheMode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "off" => Some(Self::Off),
+            "shared" => Some(Self::Shared),
+            "per-tenant" => Some(Self::PerTenant),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Shared => "shared",
+            Self::PerTenant => "per-tenant",
+        }
+    }
+}
+
+/// How the live cluster is built.
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    /// Pools, page size, context, fixes (a probe's configuration).
+    pub probe: ProbeConfig,
+    pub costs: Costs,
+    pub prefix_cache: PrefixCacheMode,
+    /// Blocks (pages of prompt) the prefix cache remembers, least recently
+    /// used first out.
+    pub cache_blocks: usize,
+    /// **model-assumption `early-reject`**: the gateway in front of the
+    /// cluster answers the client as soon as prefill answers a 4xx, instead
+    /// of waiting for decode (upstream's PD router returns decode's answer,
+    /// [`crate::policy::router_answer`], which after a prefill-side retire is
+    /// decode's 500 at its waiting timeout). `false` runs upstream's rule.
+    pub early_reject: bool,
+    /// Real microseconds per virtual microsecond (1 = real time; 2 runs the
+    /// cluster at half speed, doubling every latency the cost model sets).
+    pub clock_scale: u64,
+}
+
+/// Costs of the live cluster (model assumptions; they order events and set
+/// latencies, never an outcome). Prefill charges one microsecond per
+/// uncached prompt token so a prefix-cache hit is measurable from outside.
+pub fn live_costs() -> Costs {
+    Costs {
+        hop_prefill_us: 100,
+        hop_decode_us: 500,
+        hop_back_us: 100,
+        prefill_fixed_us: 300,
+        prefill_tokens_per_us: 1,
+        decode_step_us: 1_000,
+        write_latency_us: 100,
+        write_per_page_us: 1,
+    }
+}
+
+/// What a client gets back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveAnswer {
+    /// Request id inside the cluster, e.g. `acme-17`.
+    pub rid: String,
+    /// HTTP status of the router's answer.
+    pub status: u16,
+    /// Generated text on 200, the error message otherwise.
+    pub text: String,
+    pub output_ids: Vec<u32>,
+    pub prompt_tokens: usize,
+    /// Prompt tokens the prefix cache held.
+    pub cached_tokens: usize,
+}
+
+/// One request handed to the engine.
+pub struct Submit {
+    pub tenant: String,
+    pub prompt: Vec<u32>,
+    pub max_new_tokens: u32,
+    /// Extra scope of the prefix cache (vLLM's `cache_salt`).
+    pub cache_salt: Option<String>,
+    /// Called once, on the engine thread, with the answer.
+    pub reply: Box<dyn FnOnce(LiveAnswer) + Send>,
+}
+
+/// The engine has stopped and takes no more requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the live engine has stopped")]
+pub struct Stopped;
+
+/// A running cluster on its own thread.
+pub struct LiveEngine {
+    tx: Option<mpsc::Sender<Submit>>,
+    thread: Option<JoinHandle<()>>,
+    config: LiveConfig,
+}
+
+impl LiveEngine {
+    /// Validate the configuration and start the engine thread.
+    pub fn start(config: LiveConfig) -> Result<Self, ConfigError> {
+        validate(&config.probe)?;
+        let (tx, rx) = mpsc::channel();
+        let run_config = config.clone();
+        let thread = std::thread::Builder::new()
+            .name("kvw-live-engine".into())
+            .spawn(move || run(run_config, rx))
+            .ok();
+        Ok(LiveEngine {
+            tx: Some(tx),
+            thread,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &LiveConfig {
+        &self.config
+    }
+
+    /// The prefill input cap (`max_req_input_len`).
+    pub fn input_cap(&self) -> u64 {
+        self.config.probe.prefill_input_cap()
+    }
+
+    /// Hand a request to the engine; its `reply` runs when it is answered.
+    pub fn submit(&self, s: Submit) -> Result<(), Stopped> {
+        self.tx
+            .as_ref()
+            .ok_or(Stopped)?
+            .send(s)
+            .map_err(|_| Stopped)
+    }
+}
+
+impl Drop for LiveEngine {
+    /// Stop taking requests, answer those in flight, join the thread.
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A request waiting for its answer.
+struct Pending {
+    reply: Box<dyn FnOnce(LiveAnswer) + Send>,
+    prompt_tokens: usize,
+    cached_tokens: usize,
+}
+
+/// The prefix cache: prefix hashes of page-aligned blocks, LRU-bounded.
+struct PrefixCache {
+    mode: PrefixCacheMode,
+    capacity: usize,
+    page: usize,
+    blocks: HashMap<u64, u64>,
+    tick: u64,
+}
+
+impl PrefixCache {
+    /// Hash of every block prefix of `prompt` under the request's scope.
+    fn block_hashes(&self, tenant: &str, salt: Option<&str>, prompt: &[u32]) -> Vec<u64> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match self.mode {
+            PrefixCacheMode::PerTenant => tenant.hash(&mut h),
+            _ => "shared".hash(&mut h),
+        }
+        salt.hash(&mut h);
+        // A request always prefills at least its last token.
+        let full = prompt.len().saturating_sub(1) / self.page;
+        (0..full)
+            .map(|b| {
+                prompt[b * self.page..(b + 1) * self.page].hash(&mut h);
+                h.finish()
+            })
+            .collect()
+    }
+
+    /// Tokens of `prompt` already cached; then remember all its blocks.
+    fn lookup_and_insert(&mut self, tenant: &str, salt: Option<&str>, prompt: &[u32]) -> usize {
+        if self.mode == PrefixCacheMode::Off || self.capacity == 0 {
+            return 0;
+        }
+        let hashes = self.block_hashes(tenant, salt, prompt);
+        let hit = hashes
+            .iter()
+            .take_while(|h| self.blocks.contains_key(h))
+            .count();
+        for h in hashes {
+            self.tick += 1;
+            self.blocks.insert(h, self.tick);
+        }
+        while self.blocks.len() > self.capacity {
+            let Some((&oldest, _)) = self.blocks.iter().min_by_key(|(_, &t)| t) else {
+                break;
+            };
+            self.blocks.remove(&oldest);
+        }
+        hit * self.page
+    }
+}
+
+/// Longest the engine thread sleeps with nothing due.
+const IDLE_WAIT: Duration = Duration::from_millis(50);
+
+fn run(config: LiveConfig, rx: mpsc::Receiver<Submit>) {
+    let backend = Backend::detect();
+    let cap = config.probe.prefill_input_cap() as usize;
+    let mut sim = Sim::with_costs(config.probe.clone(), Vec::new(), &backend, config.costs);
+    let mut cache = PrefixCache {
+        mode: config.prefix_cache,
+        capacity: config.cache_blocks,
+        page: config.probe.page_size as usize,
+        blocks: HashMap::new(),
+        tick: 0,
+    };
+    let mut waiting: BTreeMap<u32, Pending> = BTreeMap::new();
+    let start = Instant::now();
+    let scale = config.clock_scale.max(1);
+    let now_us = || start.elapsed().as_micros() as u64 / scale;
+    let mut open = true;
+    while open || !waiting.is_empty() {
+        sim.run_until(now_us());
+        deliver(&mut sim, &mut waiting, config.early_reject);
+        // The live engine answers; it does not narrate. Keep memory flat.
+        sim.trace = Trace::new();
+        let now = now_us();
+        let wait = match sim.next_event_at() {
+            Some(at) => Duration::from_micros(at.saturating_sub(now) * scale).min(IDLE_WAIT),
+            None => IDLE_WAIT,
+        };
+        let mut incoming = Vec::new();
+        if open {
+            match rx.recv_timeout(wait) {
+                Ok(s) => incoming.push(s),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
+            }
+            incoming.extend(rx.try_iter());
+        } else if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+        for s in incoming {
+            let at = now_us();
+            sim.run_until(at);
+            let prompt_tokens = s.prompt.len();
+            let cached_tokens = if prompt_tokens <= cap {
+                cache.lookup_and_insert(&s.tenant, s.cache_salt.as_deref(), &s.prompt)
+            } else {
+                0
+            };
+            let idx = sim.admit(Arrival {
+                at_us: at,
+                tenant: s.tenant,
+                prompt: s.prompt,
+                canary: String::new(),
+                max_new_tokens: s.max_new_tokens,
+                probed: false,
+            });
+            if cached_tokens > 0 {
+                sim.prefill_cached.insert(idx, cached_tokens);
+            }
+            tracing::debug!(idx, prompt_tokens, cached_tokens, "admitted");
+            waiting.insert(
+                idx,
+                Pending {
+                    reply: s.reply,
+                    prompt_tokens,
+                    cached_tokens,
+                },
+            );
+        }
+    }
+}
+
+/// Prefill's 4xx answer, which `early-reject` relays at once.
+fn early_status(e: &crate::sim::Entry) -> Option<(u16, String)> {
+    e.prefill_answer
+        .clone()
+        .filter(|(status, _)| (400..500).contains(status))
+}
+
+/// Answer every waiting request the router has answered.
+fn deliver(sim: &mut Sim, waiting: &mut BTreeMap<u32, Pending>, early_reject: bool) {
+    let done: Vec<u32> = waiting
+        .keys()
+        .copied()
+        .filter(|&i| {
+            let e = &sim.entries[i as usize];
+            e.response.is_some() || (early_reject && early_status(e).is_some())
+        })
+        .collect();
+    for i in done {
+        let Some(p) = waiting.remove(&i) else {
+            continue;
+        };
+        let e = &mut sim.entries[i as usize];
+        let (status, text, output_ids) = match (&e.response, early_status(e)) {
+            (Some(r), _) => (r.status, r.text.clone(), r.output_ids.clone()),
+            (None, Some((status, text))) => (status, text, Vec::new()),
+            (None, None) => continue,
+        };
+        // Decode takes the prompt in one hop after prefill; drop it after.
+        if e.response.is_some() {
+            e.arrival.prompt = Vec::new();
+        }
+        sim.prefill_cached.remove(&i);
+        (p.reply)(LiveAnswer {
+            rid: e.rid.clone(),
+            status,
+            text,
+            output_ids,
+            prompt_tokens: p.prompt_tokens,
+            cached_tokens: p.cached_tokens,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::incident_config;
+    use crate::model;
+    use kvw_evidence::{Fix, PoisonMode, Scale};
+
+    fn engine(fixes: &[Fix], cache: PrefixCacheMode) -> LiveEngine {
+        let mut probe = incident_config(Scale::Incident, fixes, PoisonMode::Off, 1).unwrap();
+        probe.context_len = 8192;
+        probe.prefill_pool_tokens = 4096;
+        probe.decode_pool_tokens = 16384;
+        probe.page_size = 16;
+        probe.waiting_timeout_s = 2;
+        LiveEngine::start(LiveConfig {
+            probe,
+            costs: live_costs(),
+            prefix_cache: cache,
+            cache_blocks: 4096,
+            early_reject: true,
+            clock_scale: 1,
+        })
+        .unwrap()
+    }
+
+    fn ask(e: &LiveEngine, tenant: &str, text: &str, n: u32) -> LiveAnswer {
+        let (tx, rx) = mpsc::channel();
+        e.submit(Submit {
+            tenant: tenant.into(),
+            prompt: model::encode(text),
+            max_new_tokens: n,
+            cache_salt: None,
+            reply: Box::new(move |a| {
+                let _ = tx.send(a);
+            }),
+        })
+        .unwrap();
+        rx.recv_timeout(Duration::from_secs(20)).unwrap()
+    }
+
+    fn doc(canary: &str, len: usize) -> String {
+        let mut s = String::from("^");
+        while s.len() < len {
+            s.push_str(canary);
+            s.push(' ');
+        }
+        s.truncate(len);
+        s
+    }
+
+    #[test]
+    fn pre_fix_an_over_pool_prompt_reads_another_tenants_freed_kv() {
+        let canary = "CANARY-globex-1f2e";
+        for (fixes, leaks) in [(vec![], true), (Fix::ALL.to_vec(), false)] {
+            let e = engine(&fixes, PrefixCacheMode::Off);
+            let mine = ask(&e, "globex", &doc(canary, 3000), 24);
+            assert_eq!(mine.status, 200);
+            assert!(mine.text.starts_with(canary), "{}", mine.text);
+            let theirs = ask(&e, "umbrella", &doc("CANARY-umbrella-9a9a", 6000), 24);
+            if leaks {
+                assert_eq!(theirs.status, 200, "{theirs:?}");
+                assert!(theirs.text.contains(canary), "{}", theirs.text);
+            } else {
+                assert_eq!(theirs.status, 400, "{theirs:?}");
+                assert!(!theirs.text.contains(canary));
+            }
+        }
+    }
+
+    #[test]
+    fn a_shared_prefix_cache_skips_prefill_of_another_tenants_prefix() {
+        for (mode, hit) in [
+            (PrefixCacheMode::Shared, true),
+            (PrefixCacheMode::PerTenant, false),
+            (PrefixCacheMode::Off, false),
+        ] {
+            let e = engine(&[], mode);
+            let text = doc("shared system prompt", 2000);
+            assert_eq!(ask(&e, "a", &text, 2).cached_tokens, 0);
+            let b = ask(&e, "b", &text, 2);
+            assert_eq!(b.cached_tokens > 0, hit, "{mode:?}");
+            if mode != PrefixCacheMode::Off {
+                assert!(ask(&e, "a", &text, 2).cached_tokens > 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The audit predicate: what one black-box gate of `kvw audit` found.
+//!
+//! A probe receipt records a run of our engine. An audit receipt records a
+//! gate run against somebody's OpenAI-compatible endpoint: the gate, its
+//! result, the measured facts it decided on (p-value, leaked canary, the
+//! status a rejected prompt got) and every request and response it relied
+//! on, with API keys replaced by tenant labels. It travels in the same
+//! DSSE/in-toto envelope as every receipt, under [`AUDIT_PREDICATE_TYPE`];
+//! the committed JSON Schema is `evidence/schema/audit-predicate.v1.schema.json`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `predicateType` of an audit receipt.
+pub const AUDIT_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/audit/v1";
+
+/// Path of the committed schema, relative to the crate root.
+pub const AUDIT_SCHEMA_PATH: &str = "schema/audit-predicate.v1.schema.json";
+
+/// The gates `kvw audit` runs.
+pub const GATES: [&str; 4] = ["capacity", "isolation", "status", "prefix-cache"];
+
+/// A gate's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GateResult {
+    Pass,
+    Fail,
+    /// The gate could not decide (e.g. the pool size is unknown).
+    Inconclusive,
+}
+
+/// Everything one gate established.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditPredicate {
+    /// `capacity`, `isolation`, `status` or `prefix-cache`.
+    pub gate: String,
+    pub result: GateResult,
+    /// The endpoint's base URL as given.
+    pub endpoint: String,
+    /// `kvw` version that ran the gate.
+    pub auditor_version: String,
+    /// One sentence saying why the gate decided as it did.
+    pub reason: String,
+    /// Gate-specific measured facts (p-value, effect size, leaked canaries...).
+    pub evidence: serde_json::Value,
+    /// Every exchange the gate relied on, in the order they were sent.
+    pub exchanges: Vec<Exchange>,
+}
+
+/// One request and its response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Exchange {
+    /// 0-based position in `exchanges`.
+    pub index: u32,
+    /// Tenant label (`t0`, `t1`, ...); the key itself is never recorded.
+    pub tenant: String,
+    pub method: String,
+    pub path: String,
+    /// Request body; long bodies keep their first and last characters.
+    pub request: String,
+    /// SHA-256 of the full request body, hex.
+    pub request_sha256: String,
+    pub request_bytes: u64,
+    /// HTTP status; 0 when no response came (timeout, reset).
+    pub status: u16,
+    /// Response body (SSE streams as received), shortened like `request`.
+    pub response: String,
+    pub response_bytes: u64,
+    /// Microseconds from sending to the first response byte.
+    pub first_byte_us: u64,
+    /// Microseconds from sending to the end of the response.
+    pub total_us: u64,
+}
+
+impl crate::receipt::PredicateKind for AuditPredicate {
+    const PREDICATE_TYPE: &'static str = AUDIT_PREDICATE_TYPE;
+    const WHAT: &'static str = "audit predicate";
+    fn check(&self) -> Result<(), crate::EvidenceError> {
+        if !GATES.contains(&self.gate.as_str()) {
+            return Err(crate::EvidenceError::Steps(format!(
+                "unknown audit gate '{}'",
+                self.gate
+            )));
+        }
+        if let Some(e) = self
+            .exchanges
+            .iter()
+            .enumerate()
+            .find(|(i, e)| e.index as usize != *i)
+        {
+            return Err(crate::EvidenceError::Steps(format!(
+                "audit exchange {} is out of order",
+                e.1.index
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The audit predicate's JSON Schema as pretty JSON with a trailing newline.
+pub fn audit_predicate_schema() -> String {
+    let mut schema = schemars::schema_for!(AuditPredicate);
+    schema.insert(
+        "$id".into(),
+        format!("{AUDIT_PREDICATE_TYPE}/schema.json").into(),
+    );
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::{sign_statement, verify_statement};
+    use crate::Signer;
+
+    fn predicate(gate: &str) -> AuditPredicate {
+        AuditPredicate {
+            gate: gate.into(),
+            result: GateResult::Fail,
+            endpoint: "http://127.0.0.1:1".into(),
+            auditor_version: "0".into(),
+            reason: "t1 got t0's canary".into(),
+            evidence: serde_json::json!({"leaked": ["CANARY-t0-1"]}),
+            exchanges: vec![],
+        }
+    }
+
+    #[test]
+    fn audit_receipts_sign_and_verify_and_unknown_gates_are_refused() {
+        let signer = Signer::from_seed(&[7; 32]);
+        let env =
+            sign_statement("isolation.receipt.json", &predicate("isolation"), &signer).unwrap();
+        let bytes = serde_json::to_vec(&env).unwrap();
+        let v = verify_statement(&bytes, &signer.public()).unwrap();
+        assert_eq!(v.parse::<AuditPredicate>().unwrap(), predicate("isolation"));
+        assert!(sign_statement("x.receipt.json", &predicate("bogus"), &signer).is_err());
+    }
+
+    #[test]
+    fn committed_schema_matches_the_types() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(AUDIT_SCHEMA_PATH);
+        let want = audit_predicate_schema();
+        if std::env::var_os("KVW_UPDATE_SCHEMA").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(have, want, "regenerate with KVW_UPDATE_SCHEMA=1");
+    }
+}

@@ -1,0 +1,19 @@
+# Shared by the OpenAI interop scripts: start a server in the background on
+# 127.0.0.1 and wait until GET $2 answers.
+#   wait_http URL SECONDS
+wait_http() {
+  local url=$1 seconds=$2 i
+  for ((i = 0; i < seconds * 10; i++)); do
+    if curl -fsS -o /dev/null -H "Authorization: Bearer ${KVW_WAIT_KEY:-x}" "$url" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "no answer from $url after $seconds s" >&2
+  return 1
+}
+
+# A free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}

@@ -1,0 +1,240 @@
+//! `kvw audit`: black-box isolation gates against any OpenAI-compatible
+//! endpoint, one module per gate.
+//!
+//! The audit discovers what it can ([`discover`]), then runs [`capacity`],
+//! [`isolation`], [`status`] and [`prefix_cache`] in that order. Each gate
+//! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
+//! every exchange it relied on; the caller signs and prints them.
+
+pub mod capacity;
+pub mod client;
+pub mod discover;
+pub mod isolation;
+pub mod prefix_cache;
+pub mod prompts;
+pub mod stats;
+pub mod status;
+
+use std::time::Duration;
+
+use kvw_evidence::audit::{AuditPredicate, Exchange, GateResult};
+
+pub use client::{Client, Limits, Tenant};
+pub use discover::Discovered;
+
+/// An error that stops the audit (exit 2): unreachable, not compatible, limits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AuditError(pub String);
+
+/// What the user chose.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    pub endpoint: String,
+    pub keys: Vec<String>,
+    /// Model name; discovered from `/v1/models` when `None`.
+    pub model: Option<String>,
+    /// Context length in tokens when the server does not say.
+    pub context_len: Option<u64>,
+    /// KV pool in tokens when the server does not say.
+    pub pool_tokens: Option<u64>,
+    /// Tokenizer assumption: characters per token of the filler text.
+    pub chars_per_token: f64,
+    /// `max_tokens` of the audit's completions.
+    pub max_tokens: u32,
+    pub rounds: u32,
+    /// Hit/miss pairs of the prefix-cache gate.
+    pub pairs: u32,
+    /// Prefix length of the prefix-cache gate, in tokens.
+    pub prefix_tokens: Option<u64>,
+    /// False-positive rate of the prefix-cache test.
+    pub alpha: f64,
+    /// Send a per-tenant `cache_salt` with every request.
+    pub cache_salt: bool,
+    pub gates: Vec<String>,
+    pub limits: Limits,
+    pub seed: u64,
+}
+
+impl AuditOptions {
+    /// Defaults for `endpoint` and `keys`.
+    pub fn new(endpoint: &str, keys: Vec<String>) -> Self {
+        AuditOptions {
+            endpoint: endpoint.to_string(),
+            keys,
+            model: None,
+            context_len: None,
+            pool_tokens: None,
+            chars_per_token: 1.0,
+            max_tokens: 32,
+            rounds: 2,
+            pairs: 12,
+            prefix_tokens: None,
+            alpha: 0.01,
+            cache_salt: false,
+            gates: kvw_evidence::audit::GATES
+                .iter()
+                .map(|g| g.to_string())
+                .collect(),
+            limits: Limits {
+                max_requests: 1000,
+                max_time: Duration::from_secs(600),
+                concurrency: 8,
+                request_timeout: Duration::from_secs(60),
+            },
+            seed: 2026,
+        }
+    }
+}
+
+/// One gate's outcome.
+#[derive(Debug, Clone)]
+pub struct GateReport {
+    pub predicate: AuditPredicate,
+}
+
+/// What a gate builds its report from.
+pub struct GateOutcome {
+    pub result: GateResult,
+    pub reason: String,
+    pub evidence: serde_json::Value,
+    pub exchanges: Vec<Exchange>,
+}
+
+/// Everything the gates share.
+pub struct Audit {
+    pub client: Client,
+    pub tenants: Vec<Tenant>,
+    pub found: Discovered,
+    pub opts: AuditOptions,
+    pub progress: indicatif::ProgressBar,
+}
+
+impl Audit {
+    /// Completion request body for `prompt` as `tenant`.
+    pub fn body(&self, tenant: usize, prompt: &str, max_tokens: u32) -> serde_json::Value {
+        let mut b = serde_json::json!({
+            "model": self.found.model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        });
+        if self.opts.cache_salt {
+            b["cache_salt"] = format!(
+                "kvw-audit-salt-{}-{}",
+                self.tenants[tenant].label, self.opts.seed
+            )
+            .into();
+        }
+        b
+    }
+
+    /// POST a completion and count it on the progress bar.
+    pub async fn complete(
+        &self,
+        tenant: usize,
+        body: &serde_json::Value,
+    ) -> Result<client::Reply, AuditError> {
+        let r = self
+            .client
+            .post(&self.tenants[tenant], "/v1/completions", body)
+            .await;
+        self.progress.inc(1);
+        r
+    }
+
+    /// Characters for `tokens` tokens under the tokenizer assumption.
+    pub fn chars(&self, tokens: u64) -> usize {
+        (tokens as f64 * self.opts.chars_per_token).ceil() as usize
+    }
+}
+
+/// Number exchanges in order.
+pub fn numbered(mut ex: Vec<Exchange>) -> Vec<Exchange> {
+    for (i, e) in ex.iter_mut().enumerate() {
+        e.index = i as u32;
+    }
+    ex
+}
+
+/// Run the audit: discover, then every chosen gate.
+pub async fn run(
+    opts: AuditOptions,
+    progress: indicatif::ProgressBar,
+) -> Result<Vec<GateReport>, AuditError> {
+    if opts.keys.len() < 2 {
+        return Err(AuditError(
+            "the audit needs at least two --key values (two tenants)".into(),
+        ));
+    }
+    for g in &opts.gates {
+        if !kvw_evidence::audit::GATES.contains(&g.as_str()) {
+            return Err(AuditError(format!(
+                "unknown gate '{g}' (capacity, isolation, status, prefix-cache)"
+            )));
+        }
+    }
+    let client = Client::new(&opts.endpoint, opts.limits.clone())?;
+    let tenants: Vec<Tenant> = opts
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Tenant {
+            label: format!("t{i}"),
+            key: k.clone(),
+        })
+        .collect();
+    let found = discover::discover(&client, &tenants, &opts).await?;
+    client.tolerate_resets();
+    let audit = Audit {
+        client,
+        tenants,
+        found,
+        opts,
+        progress,
+    };
+    audit.progress.set_length(estimate(&audit));
+    let mut reports = Vec::new();
+    for gate in audit.opts.gates.clone() {
+        audit.progress.set_message(gate.clone());
+        let outcome = match gate.as_str() {
+            "capacity" => capacity::run(&audit).await?,
+            "isolation" => isolation::run(&audit).await?,
+            "status" => status::run(&audit).await?,
+            _ => prefix_cache::run(&audit).await?,
+        };
+        tracing::info!(gate, result = ?outcome.result, "gate done");
+        reports.push(GateReport {
+            predicate: AuditPredicate {
+                gate,
+                result: outcome.result,
+                endpoint: audit.opts.endpoint.clone(),
+                auditor_version: env!("CARGO_PKG_VERSION").to_string(),
+                reason: outcome.reason,
+                evidence: outcome.evidence,
+                exchanges: numbered(outcome.exchanges),
+            },
+        });
+    }
+    audit.progress.finish_and_clear();
+    Ok(reports)
+}
+
+/// Requests the chosen gates will send, for the progress bar.
+fn estimate(a: &Audit) -> u64 {
+    let n = a.tenants.len() as u64;
+    a.opts
+        .gates
+        .iter()
+        .map(|g| match g.as_str() {
+            "capacity" => 1,
+            "isolation" => {
+                let (normal, long) = isolation::lengths(a);
+                let w = isolation::warmers(normal, long);
+                a.opts.rounds as u64 * ((w + 1) * n * (n - 1) + 2 * n)
+            }
+            "status" => 4,
+            _ => 3 * a.opts.pairs as u64,
+        })
+        .sum()
+}

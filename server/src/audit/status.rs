@@ -1,0 +1,104 @@
+//! Gate `status`: a rejected request never answers 200, and a truncated
+//! answer says so.
+//!
+//! Three requests a server must refuse — a prompt past the context, a
+//! negative `max_tokens`, a body that is not JSON — must each get a 4xx
+//! (a 200 hides the rejection; a 5xx blames the server for the client's
+//! error). A completion cut by `max_tokens` must end with
+//! `finish_reason: "length"`.
+
+use hyper::http::Method;
+use kvw_evidence::audit::GateResult;
+use rand::SeedableRng as _;
+use serde_json::json;
+
+use super::{prompts, Audit, AuditError, GateOutcome};
+
+pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(a.opts.seed ^ 0x57);
+    let mut checks = Vec::new();
+    let mut exchanges = Vec::new();
+    let mut failures = Vec::new();
+    // 1. A prompt past the context.
+    if let Some(context) = a.found.context_len {
+        let text = prompts::filler(a.chars(context + 64), &mut rng);
+        let r = a.complete(0, &a.body(0, &text, a.opts.max_tokens)).await?;
+        checks.push(json!({"check": "prompt past the context", "status": r.status}));
+        if !(400..500).contains(&r.status) {
+            failures.push(format!(
+                "a prompt past the {context}-token context answered {}",
+                r.status
+            ));
+        }
+        exchanges.push(r.exchange);
+    }
+    // 2. A negative max_tokens.
+    let mut body = a.body(0, "^status check", 4);
+    body["max_tokens"] = json!(-5);
+    let bytes = body.to_string().into_bytes();
+    let r = a
+        .client
+        .send_with(
+            &a.tenants[0],
+            Method::POST,
+            "/v1/completions",
+            Some(&bytes),
+            true,
+        )
+        .await?;
+    a.progress.inc(1);
+    checks.push(json!({"check": "max_tokens -5", "status": r.status}));
+    if !(400..500).contains(&r.status) {
+        failures.push(format!("max_tokens -5 answered {}", r.status));
+    }
+    exchanges.push(r.exchange);
+    // 3. A body that is not JSON.
+    let r = a
+        .client
+        .send_with(
+            &a.tenants[0],
+            Method::POST,
+            "/v1/completions",
+            Some(b"{\"model\": "),
+            true,
+        )
+        .await?;
+    a.progress.inc(1);
+    checks.push(json!({"check": "malformed JSON", "status": r.status}));
+    if !(400..500).contains(&r.status) {
+        failures.push(format!("a malformed JSON body answered {}", r.status));
+    }
+    exchanges.push(r.exchange);
+    // 4. A truncated answer says so.
+    let text = prompts::filler(a.chars(64), &mut rng);
+    let r = a.complete(0, &a.body(0, &text, 2)).await?;
+    let v = r.json().unwrap_or_default();
+    let finish = v["choices"][0]["finish_reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let produced = v["usage"]["completion_tokens"].as_u64();
+    checks.push(json!({"check": "max_tokens 2", "status": r.status, "finish_reason": finish, "completion_tokens": produced}));
+    if r.status != 200 {
+        failures.push(format!("an ordinary 64-token prompt answered {}", r.status));
+    } else if produced.is_none_or(|p| p >= 2) && finish != "length" {
+        failures.push(format!(
+            "an answer cut at max_tokens 2 says finish_reason '{finish}', not 'length'"
+        ));
+    }
+    exchanges.push(r.exchange);
+    let (result, reason) = if failures.is_empty() {
+        (
+            GateResult::Pass,
+            "every rejection was a 4xx and the truncated answer said 'length'".to_string(),
+        )
+    } else {
+        (GateResult::Fail, failures.join("; "))
+    };
+    Ok(GateOutcome {
+        result,
+        reason,
+        evidence: json!({"checks": checks, "failures": failures}),
+        exchanges,
+    })
+}

@@ -1,0 +1,70 @@
+//! API keys and the tenants they name.
+//!
+//! `--key K` (repeatable) makes `K` a key whose tenant is `K` itself;
+//! `--keys-file F` reads one `tenant:key` (or bare `key`) per line, `#`
+//! comments and blank lines skipped. A request's `Authorization: Bearer`
+//! key selects the tenant; an unknown or missing key is refused with 401.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+/// Key → tenant.
+#[derive(Debug, Clone, Default)]
+pub struct Keys(HashMap<String, String>);
+
+impl Keys {
+    /// Build from `--key` values and an optional keys file.
+    pub fn load(keys: &[String], file: Option<&Path>) -> anyhow::Result<Keys> {
+        let mut map = HashMap::new();
+        for k in keys {
+            add(&mut map, k, k)?;
+        }
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read keys file {}", path.display()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let (tenant, key) = line.split_once(':').unwrap_or((line, line));
+                add(&mut map, tenant.trim(), key.trim())
+                    .with_context(|| format!("{} line {}", path.display(), n + 1))?;
+            }
+        }
+        if map.is_empty() {
+            bail!("the OpenAI endpoint needs at least one --key or a --keys-file");
+        }
+        Ok(Keys(map))
+    }
+
+    /// The tenant an `Authorization` header value names.
+    pub fn tenant(&self, authorization: Option<&str>) -> Option<&str> {
+        let key = authorization?.strip_prefix("Bearer ")?.trim();
+        self.0.get(key).map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn add(map: &mut HashMap<String, String>, tenant: &str, key: &str) -> anyhow::Result<()> {
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 128
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    if !ok(key) || !ok(tenant) {
+        bail!("keys and tenant names are 1-128 letters, digits, '-', '_' or '.'");
+    }
+    map.insert(key.to_string(), tenant.to_string());
+    Ok(())
+}

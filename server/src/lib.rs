@@ -1,0 +1,12 @@
+//! kvwitness's server side: a live, multi-tenant, OpenAI-compatible endpoint
+//! backed by the engine ([`openai`], [`service`]), and `kvw audit`, the
+//! black-box gates that test any such endpoint ([`audit`]).
+//!
+//! The engine stays free of web crates: [`service`] adapts its plain
+//! [`kvw_engine::live::LiveEngine`] to async handlers.
+
+pub mod api_error;
+pub mod audit;
+pub mod keys;
+pub mod openai;
+pub mod service;

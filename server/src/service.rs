@@ -1,0 +1,112 @@
+//! The live engine behind the endpoint, seen from async code.
+//!
+//! [`kvw_engine::live::LiveEngine`] runs the PD cluster on its own thread and
+//! answers through a callback; [`EngineService::complete`] turns that into a
+//! future with a deadline, so a handler never blocks the async runtime.
+
+use std::time::Duration;
+
+use kvw_engine::live::{LiveAnswer, LiveConfig, LiveEngine, PrefixCacheMode, Submit};
+use kvw_evidence::{Fix, PoisonMode, Scale};
+
+/// The live cluster's shape, as `kvw serve --openai` flags set it.
+#[derive(Debug, Clone)]
+pub struct ClusterShape {
+    pub context_len: u64,
+    pub prefill_pool_tokens: u64,
+    pub decode_pool_tokens: u64,
+    pub page_size: u32,
+    pub fixes: Vec<Fix>,
+    pub prefix_cache: PrefixCacheMode,
+    /// Seconds decode waits for a handoff before answering 500.
+    pub waiting_timeout_s: u64,
+    pub early_reject: bool,
+    /// Real microseconds per virtual microsecond of the cluster's clock.
+    pub clock_scale: u64,
+}
+
+impl Default for ClusterShape {
+    /// Small pools so an over-pool prompt is a few KiB: context 8,192,
+    /// prefill pool 4,096, decode pool 32,768 tokens (decode larger than
+    /// prefill, as in the incident).
+    fn default() -> Self {
+        ClusterShape {
+            context_len: 8192,
+            prefill_pool_tokens: 4096,
+            decode_pool_tokens: 32768,
+            page_size: 16,
+            fixes: Vec::new(),
+            prefix_cache: PrefixCacheMode::Off,
+            waiting_timeout_s: 1,
+            early_reject: true,
+            clock_scale: 2,
+        }
+    }
+}
+
+/// The engine behind the endpoint.
+pub struct EngineService {
+    engine: LiveEngine,
+    pub shape: ClusterShape,
+}
+
+/// Why a completion got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceError {
+    Stopped,
+    TimedOut,
+}
+
+impl EngineService {
+    pub fn start(shape: ClusterShape) -> anyhow::Result<Self> {
+        let mut probe = kvw_engine::config::incident_config(
+            Scale::Incident,
+            &shape.fixes,
+            PoisonMode::Off,
+            kvw_engine::config::DEFAULT_SEED,
+        )?;
+        probe.context_len = shape.context_len;
+        probe.prefill_pool_tokens = shape.prefill_pool_tokens;
+        probe.decode_pool_tokens = shape.decode_pool_tokens;
+        probe.page_size = shape.page_size;
+        probe.waiting_timeout_s = shape.waiting_timeout_s;
+        probe.max_new_tokens = 1;
+        let engine = LiveEngine::start(LiveConfig {
+            probe,
+            costs: kvw_engine::live::live_costs(),
+            prefix_cache: shape.prefix_cache,
+            cache_blocks: 8192,
+            early_reject: shape.early_reject,
+            clock_scale: shape.clock_scale,
+        })?;
+        Ok(EngineService { engine, shape })
+    }
+
+    /// Run one completion through the cluster.
+    pub async fn complete(
+        &self,
+        tenant: &str,
+        prompt: Vec<u32>,
+        max_new_tokens: u32,
+        cache_salt: Option<String>,
+        deadline: Duration,
+    ) -> Result<LiveAnswer, ServiceError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.engine
+            .submit(Submit {
+                tenant: tenant.to_string(),
+                prompt,
+                max_new_tokens,
+                cache_salt,
+                reply: Box::new(move |a| {
+                    let _ = tx.send(a);
+                }),
+            })
+            .map_err(|_| ServiceError::Stopped)?;
+        match tokio::time::timeout(deadline, rx).await {
+            Ok(Ok(a)) => Ok(a),
+            Ok(Err(_)) => Err(ServiceError::Stopped),
+            Err(_) => Err(ServiceError::TimedOut),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Hostile and broken requests against the OpenAI endpoint over real
+//! loopback HTTP: each gets the right 4xx in the OpenAI error shape, and
+//! the server keeps answering ordinary requests after all of them.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use kvw_server::keys::Keys;
+use kvw_server::openai::{router, OpenAi};
+use kvw_server::service::{ClusterShape, EngineService};
+
+/// The endpoint on a free port, on a runtime thread of its own.
+fn start() -> (u16, tokio::runtime::Runtime) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let service = EngineService::start(ClusterShape::default()).unwrap();
+    let keys = Keys::load(&["k-one".into(), "k-two".into()], None).unwrap();
+    let app = router(Arc::new(OpenAi::new(service, keys, "kvw-echo".into())));
+    rt.spawn(async move { axum::serve(listener, app).await });
+    (port, rt)
+}
+
+/// One raw HTTP/1.1 exchange; returns status and body.
+fn raw(port: u16, head: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let req = format!(
+        "{head}\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+fn post(port: u16, key: Option<&str>, path: &str, body: &[u8]) -> (u16, String) {
+    let auth = key.map_or(String::new(), |k| format!("\r\nAuthorization: Bearer {k}"));
+    raw(
+        port,
+        &format!("POST {path} HTTP/1.1\r\nContent-Type: application/json{auth}"),
+        body,
+    )
+}
+
+/// The body is an OpenAI error whose code is the status.
+fn assert_error(status: u16, body: &str, want: u16, says: &str) {
+    assert_eq!(status, want, "{body}");
+    let v: serde_json::Value = serde_json::from_str(body).expect(body);
+    assert_eq!(v["error"]["code"], want, "{body}");
+    assert!(v["error"]["type"].is_string(), "{body}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(says), "{msg}");
+}
+
+#[test]
+fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
+    let (port, _rt) = start();
+    let c = "/v1/completions";
+    let k = Some("k-one");
+    let ok = br#"{"model":"kvw-echo","prompt":"^still here","max_tokens":5}"#;
+    let cases: Vec<(Option<&str>, &str, Vec<u8>, u16, &str)> = vec![
+        (None, c, ok.to_vec(), 401, "API key"),
+        (Some("nope"), c, ok.to_vec(), 401, "API key"),
+        (k, c, b"{\"model\": ".to_vec(), 400, "not valid JSON"),
+        (k, c, b"[1,2]".to_vec(), 400, "JSON object"),
+        (k, c, vec![b'"', 0xff, 0xfe, b'"'], 400, "UTF-8"),
+        (k, c, br#"{"prompt":"x"}"#.to_vec(), 400, "'model'"),
+        (k, c, br#"{"model":"kvw-echo"}"#.to_vec(), 400, "'prompt'"),
+        (
+            k,
+            c,
+            br#"{"model":"gpt-9","prompt":"x"}"#.to_vec(),
+            404,
+            "does not exist",
+        ),
+        (
+            k,
+            c,
+            br#"{"model":"kvw-echo","prompt":"x","max_tokens":99999999999}"#.to_vec(),
+            400,
+            "max_tokens",
+        ),
+        (
+            k,
+            c,
+            br#"{"model":"kvw-echo","prompt":"x","max_tokens":-1}"#.to_vec(),
+            400,
+            "max_tokens",
+        ),
+        (
+            k,
+            c,
+            br#"{"model":"kvw-echo","prompt":"x","max_tokens":"ten"}"#.to_vec(),
+            400,
+            "max_tokens",
+        ),
+        (
+            k,
+            c,
+            br#"{"model":"kvw-echo","prompt":"x","stream":"yes"}"#.to_vec(),
+            400,
+            "stream",
+        ),
+        (
+            k,
+            c,
+            br#"{"model":"kvw-echo","prompt":""}"#.to_vec(),
+            400,
+            "empty",
+        ),
+        (
+            k,
+            c,
+            format!(r#"{{"model":"kvw-echo","prompt":"{}"}}"#, "x".repeat(9000)).into_bytes(),
+            400,
+            "context length",
+        ),
+        (k, c, vec![b' '; 2 << 20], 413, "length limit"),
+        (
+            k,
+            "/v1/chat/completions",
+            br#"{"model":"kvw-echo","messages":"hi"}"#.to_vec(),
+            400,
+            "messages",
+        ),
+        (
+            k,
+            "/v1/chat/completions",
+            br#"{"model":"kvw-echo","messages":[{"role":"user"}]}"#.to_vec(),
+            400,
+            "content",
+        ),
+    ];
+    for (key, path, body, want, says) in cases {
+        let (status, text) = post(port, key, path, &body);
+        assert_error(status, &text, want, says);
+    }
+    let (status, text) = raw(port, "GET /v1/models HTTP/1.1", b"");
+    assert_error(status, &text, 401, "API key");
+    // Still serving, and still correct.
+    let (status, text) = post(port, k, c, ok);
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["choices"][0]["text"], "still");
+    assert_eq!(raw(port, "GET /healthz HTTP/1.1", b"").0, 200);
+}
