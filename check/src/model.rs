@@ -68,6 +68,8 @@
 //!   every request stays 0.
 
 use std::hash::{Hash, Hasher};
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use kvw_engine::policy::{self, Door, FixSet, HandoffDecision, KvPoll, Release, ResultAction};
 use kvw_engine::req::{max_req_input_len, validate_input_length, FinishReason, Req};
@@ -202,14 +204,53 @@ pub struct Room {
     pub drain_ack: Ack,
 }
 
+impl Room {
+    /// A room before decode registered any page.
+    pub const OPEN: Room = Room {
+        dst: None,
+        posted: 0,
+        landed: 0,
+        final_sent: false,
+        checksum: None,
+        sender_aborted: false,
+        receiver_aborted: false,
+        closed: false,
+        ack: Ack::None,
+        drain_ack: Ack::None,
+    };
+}
+
 /// The engine's [`Req`] as model state. `Req` has no `Hash`; this hashes
 /// and compares every field except `rid`, `tenant` and `bootstrap_room`,
 /// which the request's index fixes (leaving them out lets request symmetry
 /// merge states). The prompt counts by its length: its tokens are fixed.
+///
+/// The `Req` sits behind an [`Arc`] and is copied on write
+/// ([`Arc::make_mut`] through [`DerefMut`]): the checker clones a whole
+/// state per transition, and most transitions leave both `Req`s of most
+/// requests untouched, so a clone costs a reference count instead of the
+/// `Req`'s strings and token vectors.
 #[derive(Debug, Clone)]
-pub struct ModelReq(pub Req);
+pub struct ModelReq(Arc<Req>);
+
+impl Deref for ModelReq {
+    type Target = Req;
+    fn deref(&self) -> &Req {
+        &self.0
+    }
+}
+
+impl DerefMut for ModelReq {
+    fn deref_mut(&mut self) -> &mut Req {
+        Arc::make_mut(&mut self.0)
+    }
+}
 
 impl ModelReq {
+    pub fn new(req: Req) -> Self {
+        ModelReq(Arc::new(req))
+    }
+
     fn fields(&self) -> impl Hash + PartialEq + '_ {
         let Req {
             rid: _,
@@ -226,7 +267,7 @@ impl ModelReq {
             session,
             generation,
             bootstrap_room: _,
-        } = &self.0;
+        } = &*self.0;
         (
             origin_input_ids.len(),
             output_ids,
@@ -588,7 +629,25 @@ impl PdModel {
     }
 
     /// Whether `state` has no enabled action.
+    ///
+    /// The liveness property asks this of every state, so the common cases
+    /// answer without listing actions: a write in flight can always land or
+    /// be cancelled, a queued router message can always be taken in (or is
+    /// the arrival the reduction picks), an ack in flight can always be
+    /// delivered, and a request in decode's transfer queue or running batch
+    /// always has its poll, timeout or step. Anything else asks [`Model::actions`].
     pub fn is_terminal(&self, state: &State) -> bool {
+        if !state.writes.is_empty()
+            || state.reqs.iter().any(|r| {
+                !r.to_prefill.is_empty()
+                    || !r.to_decode.is_empty()
+                    || r.room.ack == Ack::Sent
+                    || r.room.drain_ack == Ack::Sent
+                    || matches!(r.dstage, DStage::Transfer | DStage::Running)
+            })
+        {
+            return false;
+        }
         let mut actions = Vec::new();
         self.actions(state, &mut actions);
         actions.is_empty()
@@ -670,7 +729,7 @@ impl PdModel {
         let rs = &mut s.reqs[r as usize];
         rs.dstage = DStage::Done;
         if let Some(req) = rs.dreq.as_mut() {
-            req.0.update_finish_state();
+            req.update_finish_state();
         }
         if receiver_failed {
             rs.room.receiver_aborted = true;
@@ -722,7 +781,7 @@ impl PdModel {
     /// The handoff decision decode's transfer queue would take now.
     pub fn handoff(&self, s: &State, r: Rid, timed_out: bool) -> Option<HandoffDecision> {
         let rs = &s.reqs[r as usize];
-        let req = &rs.dreq.as_ref()?.0;
+        let req = rs.dreq.as_deref()?;
         let poll = Self::poll(&rs.room);
         let checksum_ok =
             (self.fixes().has(Fix::KvChecksum) && poll == KvPoll::Success).then(|| {
@@ -766,7 +825,7 @@ impl PdModel {
                             PStage::Bootstrap | PStage::Waiting | PStage::Inflight
                         ) {
                             if let Some(req) = rs.preq.as_mut() {
-                                req.0.set_finish_with_abort("Aborted by AbortReq.", status);
+                                req.set_finish_with_abort("Aborted by AbortReq.", status);
                             }
                         }
                     }
@@ -797,7 +856,7 @@ impl PdModel {
                         if let Some(m) = validate_input_length(req.input_len(), self.decode_cap) {
                             req.set_finish_with_abort(&m, 400);
                         }
-                        rs.dreq = Some(ModelReq(req));
+                        rs.dreq = Some(ModelReq::new(req));
                         rs.dstage = DStage::Prealloc;
                     }
                     // `abort_request`: `kv_receiver.abort()` for queued requests,
@@ -806,7 +865,7 @@ impl PdModel {
                         DStage::Prealloc | DStage::Transfer => rs.room.receiver_aborted = true,
                         DStage::Running => {
                             if let Some(req) = rs.dreq.as_mut() {
-                                req.0.set_finish_with_abort("Aborted by AbortReq.", status);
+                                req.set_finish_with_abort("Aborted by AbortReq.", status);
                             }
                         }
                         DStage::None | DStage::Done => {}
@@ -884,21 +943,21 @@ impl PdModel {
                 // nothing reaches decode.
                 req.update_finish_state();
                 let rs = &mut s.reqs[r as usize];
-                rs.preq = Some(ModelReq(req));
+                rs.preq = Some(ModelReq::new(req));
                 rs.pstage = PStage::Done;
                 Self::send_drain_ack(s, r);
             }
             Door::Admit | Door::DropFinished => {
                 req.metadata_buffer_index = Some(0);
                 let rs = &mut s.reqs[r as usize];
-                rs.preq = Some(ModelReq(req));
+                rs.preq = Some(ModelReq::new(req));
                 rs.pstage = PStage::Bootstrap;
             }
         }
     }
 
     fn prefill_forward(&self, s: &mut State, r: Rid) -> Option<()> {
-        let req = &s.reqs[r as usize].preq.as_ref()?.0;
+        let req = s.reqs[r as usize].preq.as_deref()?;
         match (self.prefill_door)(req) {
             Door::DropFinished | Door::Retire => {
                 s.reqs[r as usize].pstage = PStage::Done;
@@ -916,7 +975,7 @@ impl PdModel {
         let fixes = self.fixes();
         let rs = &mut s.reqs[r as usize];
         rs.ppages = pages;
-        let preq = &mut rs.preq.as_mut()?.0;
+        let preq = rs.preq.as_deref_mut()?;
         match policy::prefill_result_action(preq, true, fixes) {
             ResultAction::SendChunk | ResultAction::SendLastChunk => {
                 let dst = rs.room.dst.clone().unwrap_or_default();
@@ -955,7 +1014,7 @@ impl PdModel {
 
     fn decode_prealloc(&self, s: &mut State, r: Rid) -> Option<()> {
         let rs = &s.reqs[r as usize];
-        let req = &rs.dreq.as_ref()?.0;
+        let req = rs.dreq.as_deref()?;
         if policy::entry_door(req, self.fixes()) == Door::Retire {
             let status = req
                 .effective_finish()
@@ -963,7 +1022,7 @@ impl PdModel {
             self.answer(s, r, status);
             let rs = &mut s.reqs[r as usize];
             rs.dstage = DStage::Done;
-            rs.dreq.as_mut()?.0.update_finish_state();
+            rs.dreq.as_deref_mut()?.update_finish_state();
             return Some(());
         }
         if rs.room.receiver_aborted {
@@ -975,7 +1034,7 @@ impl PdModel {
         let need = req.input_len().div_ceil(PAGE_SIZE);
         let table = Self::alloc(&mut s.decode_free, &mut s.decode, r, need)?;
         let rs = &mut s.reqs[r as usize];
-        rs.dreq.as_mut()?.0.metadata_buffer_index = Some(0);
+        rs.dreq.as_deref_mut()?.metadata_buffer_index = Some(0);
         rs.room.dst = Some(table.clone());
         rs.table = table;
         rs.dstage = DStage::Transfer;
@@ -984,7 +1043,7 @@ impl PdModel {
 
     fn decode_step(&self, s: &mut State, r: Rid) {
         let rs = &s.reqs[r as usize];
-        let Some(req) = rs.dreq.as_ref().map(|q| &q.0) else {
+        let Some(req) = rs.dreq.as_deref() else {
             return;
         };
         let me = Writer::Req(r, req.generation);
@@ -1016,7 +1075,7 @@ impl PdModel {
         if let Some(&p) = rs.table.get(seq_len / PAGE_SIZE) {
             s.decode[p as usize].writer = Some(me);
         }
-        let Some(req) = rs.dreq.as_mut().map(|q| &mut q.0) else {
+        let Some(req) = rs.dreq.as_deref_mut() else {
             return;
         };
         req.output_ids.push(1);
@@ -1054,18 +1113,7 @@ impl Model for PdModel {
     fn init_states(&self) -> Vec<State> {
         let c = &self.config;
         let tenants = c.tenants.max(1);
-        let room = Room {
-            dst: None,
-            posted: 0,
-            landed: 0,
-            final_sent: false,
-            checksum: None,
-            sender_aborted: false,
-            receiver_aborted: false,
-            closed: false,
-            ack: Ack::None,
-            drain_ack: Ack::None,
-        };
+        let room = Room::OPEN;
         // The router has sent every request to both workers; when each
         // worker takes it in is part of the interleaving.
         let req = ReqState {
@@ -1150,7 +1198,7 @@ impl Model for PdModel {
                     let need = rs
                         .preq
                         .as_ref()
-                        .map_or(0, |q| q.0.input_len().div_ceil(PAGE_SIZE));
+                        .map_or(0, |q| q.input_len().div_ceil(PAGE_SIZE));
                     if s.prefill_free.len() >= need {
                         actions.push(Action::PrefillForward(r));
                     }
@@ -1168,11 +1216,11 @@ impl Model for PdModel {
                     let need = rs
                         .dreq
                         .as_ref()
-                        .map_or(0, |q| q.0.input_len().div_ceil(PAGE_SIZE));
+                        .map_or(0, |q| q.input_len().div_ceil(PAGE_SIZE));
                     let door = rs
                         .dreq
                         .as_ref()
-                        .map(|q| policy::entry_door(&q.0, self.fixes()));
+                        .map(|q| policy::entry_door(q, self.fixes()));
                     if s.decode_free.len() >= need
                         || rs.room.receiver_aborted
                         || door == Some(Door::Retire)

@@ -49,8 +49,8 @@ fn dstage(s: DStage) -> &'static str {
 
 fn snapshot(m: &PdModel, s: &State, r: Rid) -> ReqSnapshot {
     let rs = &s.reqs[r as usize];
-    let p = rs.preq.as_ref().map(|q| &q.0);
-    let d = rs.dreq.as_ref().map(|q| &q.0);
+    let p = rs.preq.as_deref();
+    let d = rs.dreq.as_deref();
     ReqSnapshot {
         original_len: m.prompt_len[r as usize] as u32,
         prefill_stage: pstage(rs.pstage).into(),
@@ -85,14 +85,14 @@ fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<Str
     let r = a.req();
     match a {
         Action::PrefillRecv(_) if before.reqs[r as usize].pstage == PStage::None => {
-            let req = &after.reqs[r as usize].preq.as_ref()?.0;
+            let req = after.reqs[r as usize].preq.as_deref()?;
             Some(match after.reqs[r as usize].pstage {
                 PStage::Done => "entry_door: Retire".into(),
                 _ => format!("entry_door: Admit (finished() = {})", req.finished()),
             })
         }
         Action::PrefillForward(_) => {
-            let req = &before.reqs[r as usize].preq.as_ref()?.0;
+            let req = before.reqs[r as usize].preq.as_deref()?;
             let door = (m.prefill_door)(req);
             let action = policy::prefill_result_action(req, true, m.config.fixes);
             Some(match (door, action) {
@@ -113,7 +113,7 @@ fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<Str
             .handoff(before, r, true)
             .map(|d| format!("handoff_door: {d:?}")),
         Action::DecodePrealloc(_) => {
-            let req = &before.reqs[r as usize].dreq.as_ref()?.0;
+            let req = before.reqs[r as usize].dreq.as_deref()?;
             Some(format!(
                 "entry_door: {:?}",
                 policy::entry_door(req, m.config.fixes)

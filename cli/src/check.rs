@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kvw_check::{explore_address, parse_faults, parse_fixes, serve_explorer, CheckOptions};
+use kvw_check::{
+    explore_address, parse_faults, parse_fixes, serve_explorer, CheckOptions, Strategy,
+};
 use kvw_evidence::model_check::FaultBudget;
 use kvw_evidence::Fix;
 
@@ -79,6 +81,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         decode_pages: args.pages,
         faults: args.faults.0,
         timeout: args.timeout.map(Duration::from_secs),
+        // The verdict search: depth-first over every core with the
+        // reductions of `kvw_check::symmetry`; a counterexample is still
+        // the shortest one, from a breadth-first search of its own.
+        strategy: Strategy::DfsSymmetry,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         ..CheckOptions::default()
     };
     if let Some(addr) = &args.explore {

@@ -61,6 +61,21 @@ pub struct ModelBounds {
     pub symmetry: bool,
 }
 
+impl ModelBounds {
+    /// The fix switches as `a,b,c`, or `none`.
+    pub fn fix_list(&self) -> String {
+        if self.fixes.is_empty() {
+            "none".to_string()
+        } else {
+            self.fixes
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    }
+}
+
 /// How many times each injected fault may happen in one execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -194,6 +209,35 @@ pub struct ViolationFact {
     /// Writer of the page, rendered like [`PageSnapshot::writer`].
     pub writer: Option<String>,
     pub status: Option<u16>,
+}
+
+impl ModelCheckPredicate {
+    /// One line: which properties failed, or that all held, and how much was explored.
+    pub fn summary(&self) -> String {
+        let failed: Vec<&str> = self
+            .properties
+            .iter()
+            .filter(|p| p.status == PropertyStatus::Violated)
+            .map(|p| p.name.as_str())
+            .collect();
+        let verdict = if self.all_hold {
+            "every property holds".to_string()
+        } else if failed.is_empty() {
+            "not every property was decided or witnessed".to_string()
+        } else {
+            format!("violated: {}", failed.join(", "))
+        };
+        format!(
+            "{verdict} ({} unique states, depth {}{})",
+            self.exploration.unique_states,
+            self.exploration.max_depth,
+            if self.exploration.complete {
+                ""
+            } else {
+                ", search stopped early"
+            }
+        )
+    }
 }
 
 impl crate::receipt::PredicateKind for ModelCheckPredicate {

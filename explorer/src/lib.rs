@@ -23,6 +23,7 @@ pub mod highlight;
 pub mod i18n;
 pub mod links;
 pub mod model;
+pub mod model_check_page;
 pub mod pages;
 pub mod timeline;
 pub mod trust;

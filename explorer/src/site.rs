@@ -159,6 +159,7 @@ struct Loaded {
 struct LoadedBundle {
     public_key: String,
     receipts: Vec<Loaded>,
+    model_checks: Vec<crate::model_check_page::LoadedModelCheck>,
     /// `index.json`, `SHA256SUMS`, `README.md`, `manifest.json` as read.
     extras: Vec<(&'static str, Vec<u8>)>,
 }
@@ -182,6 +183,7 @@ fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
     let public_key = String::from_utf8(public_key.to_vec())
         .map_err(|_| EvidenceError::Key("kvw.pub.json is not UTF-8".into()))?;
     let mut receipts = Vec::new();
+    let mut model_checks = Vec::new();
     for line in &report.receipts {
         let name = line
             .file
@@ -191,6 +193,10 @@ fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
         let stem = name.strip_suffix(".json").unwrap_or(name).to_string();
         let envelope =
             String::from_utf8_lossy(files.get(&line.file).unwrap_or_default()).into_owned();
+        if let Some(c) = crate::model_check_page::load_model_check(&stem, &envelope, &public_key) {
+            model_checks.push(c);
+            continue;
+        }
         // The same check the browser runs; after verify_files it passes.
         let shown = trust::check(&stem, &envelope, &public_key);
         let envelope = if matches!(shown, Shown::Verified { .. }) {
@@ -214,6 +220,7 @@ fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
     Ok(LoadedBundle {
         public_key,
         receipts,
+        model_checks,
         extras,
     })
 }
@@ -596,6 +603,10 @@ fn render_site(
         }
     }
 
+    pages +=
+        crate::model_check_page::write_model_check_pages(&bundle.model_checks, out, |p, s| {
+            write(p, s)
+        })?;
     for l in loaded.iter().filter(|l| !l.envelope.is_empty()) {
         write(
             &out.join("receipts").join(format!("{}.json", l.stem)),

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! <bundle>/
-//!   receipts/<name>.json   DSSE envelopes (one per probe run)
+//!   receipts/<name>.json   DSSE envelopes (one per probe run or model check)
 //!   kvw.pub.json           the public key that signed them
 //!   index.json             one entry per receipt: config and verdict summary, digests
 //!   manifest.json          DSSE envelope: the signed list of every receipt and the index
@@ -40,7 +40,7 @@ pub use verify::{
     check_reproduction, describe, verify_bundle, verify_files, BundleReport, KeySource,
     ReceiptLine, ReceiptOk, ReproduceFn, VerifyOptions,
 };
-pub use write::{check_target, write_bundle, WrittenBundle};
+pub use write::{check_target, write_bundle, write_bundle_with_model_checks, WrittenBundle};
 
 use crate::receipt::MAX_RECEIPT_BYTES;
 

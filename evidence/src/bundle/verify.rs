@@ -25,8 +25,11 @@ use super::{
 use crate::canonical::sha256_hex;
 use crate::error::EvidenceError;
 use crate::keys::{PublicKey, PUBLIC_KEY_FILE};
+use crate::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
 use crate::predicate::{PoisonMode, ProbeConfig, ProbePredicate, PREDICATE_TYPE};
-use crate::receipt::{check_receipt_name, reproducible_digest, verify_receipt, VerifiedReceipt};
+use crate::receipt::{
+    check_receipt_name, reproducible_digest, verify_statement, VerifiedReceipt, VerifiedStatement,
+};
 
 /// Which key [`verify_bundle`] checked signatures against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,7 +334,11 @@ fn check_receipt(
     entry: Option<&IndexEntry>,
     opts: &VerifyOptions<'_>,
 ) -> Result<ReceiptOk, String> {
-    let verified = verify_receipt(bytes, key).map_err(|e| e.to_string())?;
+    let statement = verify_statement(bytes, key).map_err(|e| e.to_string())?;
+    if statement.predicate_type == MODEL_CHECK_PREDICATE_TYPE {
+        return check_model_check(path, statement, entry);
+    }
+    let verified = VerifiedReceipt::from_statement(statement).map_err(|e| e.to_string())?;
     let file_name = path.rsplit('/').next().unwrap_or(path);
     if verified.name != file_name {
         return Err(format!(
@@ -357,6 +364,39 @@ fn check_receipt(
         label: describe(&verified.predicate),
         outcome: crate::render::outcome_line(&verified.predicate, crate::render::Lang::En),
         reproduced,
+    })
+}
+
+/// A model-check receipt in `receipts/`: signed by the bundle key under its
+/// file name and covered by the signed manifest like every receipt, but not
+/// listed in the index, whose entries describe probe runs.
+fn check_model_check(
+    path: &str,
+    statement: VerifiedStatement,
+    entry: Option<&IndexEntry>,
+) -> Result<ReceiptOk, String> {
+    let file_name = path.rsplit('/').next().unwrap_or(path);
+    if statement.name != file_name {
+        return Err(format!(
+            "signed under the name {:?}, stored as {file_name:?}",
+            statement.name
+        ));
+    }
+    if entry.is_some() {
+        return Err(format!(
+            "a model-check receipt, but {INDEX_FILE} lists it as a probe run"
+        ));
+    }
+    let p: ModelCheckPredicate = statement.parse().map_err(|e| e.to_string())?;
+    Ok(ReceiptOk {
+        name: statement.name,
+        label: format!(
+            "model check, {} request(s), fixes={}",
+            p.model.requests,
+            p.model.fix_list()
+        ),
+        outcome: p.summary(),
+        reproduced: false,
     })
 }
 

@@ -15,8 +15,9 @@ use super::{
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
 use crate::keys::{Signer, PUBLIC_KEY_FILE};
+use crate::model_check::ModelCheckPredicate;
 use crate::predicate::{ProbePredicate, PREDICATE_TYPE};
-use crate::receipt::{check_receipt_name, verify_receipt};
+use crate::receipt::{check_receipt_name, verify_receipt, verify_statement};
 
 /// What [`write_bundle`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,12 +39,24 @@ pub fn write_bundle(
     receipts: Vec<(String, Envelope, ProbePredicate)>,
     signer: &Signer,
 ) -> Result<WrittenBundle, EvidenceError> {
+    write_bundle_with_model_checks(dir, receipts, Vec::new(), signer)
+}
+
+/// [`write_bundle`], also carrying model-check receipts (file name,
+/// envelope of a [`ModelCheckPredicate`]). They go to `receipts/` and the
+/// signed manifest like every receipt; the index lists probe runs only.
+pub fn write_bundle_with_model_checks(
+    dir: &Path,
+    receipts: Vec<(String, Envelope, ProbePredicate)>,
+    model_checks: Vec<(String, Envelope)>,
+    signer: &Signer,
+) -> Result<WrittenBundle, EvidenceError> {
     let public = &signer.public();
     check_target(dir)?;
     if receipts.is_empty() {
         return Err(EvidenceError::Bundle("no receipts to write".into()));
     }
-    let count = receipts.len();
+    let count = receipts.len() + model_checks.len();
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut entries = Vec::with_capacity(count);
     for (name, envelope, predicate) in receipts {
@@ -70,6 +83,24 @@ pub fn write_bundle(
             )));
         }
         entries.push(IndexEntry::for_receipt(&file, &verified));
+        files.insert(file, bytes);
+    }
+    for (name, envelope) in model_checks {
+        check_receipt_name(&name)?;
+        let file = format!("{RECEIPTS_DIR}/{name}");
+        let bytes = envelope.to_json_pretty().into_bytes();
+        let statement = verify_statement(&bytes, public).map_err(|e| {
+            EvidenceError::Bundle(format!(
+                "receipt {name} does not verify with the bundle key: {e}"
+            ))
+        })?;
+        if statement.name != name || files.contains_key(&file) {
+            return Err(EvidenceError::Bundle(format!(
+                "model-check receipt {name} is signed under the name {} or named twice",
+                statement.name
+            )));
+        }
+        statement.parse::<ModelCheckPredicate>()?;
         files.insert(file, bytes);
     }
     entries.sort_by(|a, b| a.file.cmp(&b.file));
