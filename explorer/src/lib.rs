@@ -24,9 +24,12 @@ pub mod i18n;
 pub mod links;
 pub mod model;
 pub mod pages;
+pub mod switch_info;
 pub mod timeline;
 pub mod trust;
 
+#[cfg(feature = "ssr")]
+pub mod compress;
 #[cfg(feature = "ssr")]
 pub mod markdown;
 #[cfg(feature = "ssr")]
