@@ -5,11 +5,15 @@
 // site's public key (key, default: kvw.pub.json next to this script),
 // verifies the signature in WebAssembly and mounts the seven-step replay
 // inside itself. A receipt that fails verification is shown as a warning,
-// never replayed. Whatever the element contains before mounting (a link to
-// the static replay, say) is what readers without JavaScript see.
+// never replayed. Whatever the element contains before mounting is kept,
+// except children marked data-kvw-fallback (a link to the static replay,
+// say: what readers without JavaScript see), which the replay replaces.
 //
 // Attributes: src (required), key, lang ("en" or "it"; default: the host
-// page's <html lang>). The element gets data-kvw-ready="1" once mounted.
+// page's <html lang>), sync-url (present: the replay writes #step-N into the
+// host page's address; absent: the host's address is never touched). The
+// arrow keys step the replay while it has focus. The element gets
+// data-kvw-ready="1" once mounted.
 
 const base = new URL(".", import.meta.url);
 let explorer;
@@ -48,7 +52,8 @@ class KvwReplay extends HTMLElement {
     const lang = this.getAttribute("lang") || document.documentElement.lang || "en";
     try {
       const module = await loadExplorer();
-      await module.mount_to(this, receipt, key, lang);
+      for (const child of this.querySelectorAll(":scope > [data-kvw-fallback]")) child.remove();
+      await module.mount_to(this, receipt, key, lang, this.hasAttribute("sync-url"));
     } catch (error) {
       this.dataset.kvwError = String(error);
       const p = document.createElement("p");

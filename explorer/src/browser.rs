@@ -1,29 +1,34 @@
 //! Browser entry points (the `hydrate` build).
 //!
-//! [`hydrate`] runs on a replay page: it reads the page data the static
-//! renderer embedded, verifies the embedded receipt with the evidence crate
-//! (compiled to wasm) and only then hydrates the server-rendered body with
-//! the same components. If the browser's own check fails, the static replay
-//! is thrown away and replaced by the warning. After hydration it adds
-//! keyboard arrows, `#step-N` deep links and in-place receipt switching, and
-//! finally marks the root element `kvw-ready` (the style sheet reveals the
-//! script-only controls; tests wait for the flag).
+//! [`hydrate`] runs on a replay page. The page embeds no receipt: it fetches
+//! the file it links as "this receipt" (`receipts/<stem>.json`) and the
+//! site's `catalog.json`, verifies the receipt with the evidence crate
+//! (compiled to wasm) and checks the catalog against its digest. Only when
+//! the verified bytes are the ones the static page was rendered from (same
+//! SHA-256) does it hydrate the server-rendered body; otherwise the static
+//! replay is thrown away and the page is drawn from what this browser
+//! verified, which for a tampered file is the warning. After that it adds
+//! keyboard arrows, `#step-N` deep links and in-place receipt switching
+//! (through the same fetch-and-verify), and marks the root `kvw-ready`.
 //!
-//! [`mount_to`] is the embedding entry point behind `<kvw-replay>`: it fetches
-//! a receipt and a key, verifies, and mounts the replay into any element.
+//! [`compare`] does the same for a compare page (two receipts, a picker) and
+//! [`mount_to`] is the embedding entry point behind `<kvw-replay>`.
 
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
+use kvw_evidence::canonical::sha256_hex;
+
+use crate::components::compare::{CompareApp, ComparePage, ComparePair, COMPARE_PAIR_ID};
 use crate::components::replay::Replay;
 use crate::components::shell::SitePage;
 use crate::components::trust_banner::TrustBanner;
 use crate::components::ReplayCtx;
 use crate::i18n::Lang;
 use crate::links::DEFAULT_ENGINE_SOURCE_BASE;
-use crate::model::{PageData, Shown, PAGE_DATA_ID};
+use crate::model::{page_title, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
 use crate::trust;
 
 fn document() -> web_sys::Document {
@@ -36,19 +41,26 @@ fn log_error(message: &str) {
     web_sys::console::error_1(&JsValue::from_str(message));
 }
 
-fn read_page_data() -> Result<PageData, String> {
+fn read_json<T: serde::de::DeserializeOwned>(id: &str) -> Result<T, String> {
     let text = document()
-        .get_element_by_id(PAGE_DATA_ID)
+        .get_element_by_id(id)
         .and_then(|e| e.text_content())
         .ok_or("no page data")?;
     serde_json::from_str(&text).map_err(|e| format!("page data: {e}"))
 }
 
-/// Fetch a URL (relative to the page) as text.
-async fn fetch_text(url: &str) -> Result<String, String> {
-    let window = web_sys::window().ok_or("no window")?;
+/// Start fetching `url`; the request runs while other work goes on.
+fn start_fetch(url: &str) -> Result<js_sys::Promise, String> {
+    Ok(web_sys::window().ok_or("no window")?.fetch_with_str(url))
+}
+
+/// The body of a started fetch, as the exact bytes served.
+async fn body_bytes(
+    url: &str,
+    request: Result<js_sys::Promise, String>,
+) -> Result<Vec<u8>, String> {
     let js = |e: JsValue| e.as_string().unwrap_or_else(|| format!("{e:?}"));
-    let response: web_sys::Response = JsFuture::from(window.fetch_with_str(url))
+    let response: web_sys::Response = JsFuture::from(request?)
         .await
         .map_err(|e| format!("cannot fetch {url}: {}", js(e)))?
         .dyn_into()
@@ -56,11 +68,40 @@ async fn fetch_text(url: &str) -> Result<String, String> {
     if !response.ok() {
         return Err(format!("HTTP {} for {url}", response.status()));
     }
-    let text = JsFuture::from(response.text().map_err(js)?)
+    let buffer = JsFuture::from(response.array_buffer().map_err(js)?)
         .await
         .map_err(js)?;
-    text.as_string()
-        .ok_or_else(|| "response is not text".to_string())
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+}
+
+async fn fetch_bytes(url: &str) -> Result<Vec<u8>, String> {
+    body_bytes(url, start_fetch(url)).await
+}
+
+async fn fetch_text(url: &str) -> Result<String, String> {
+    String::from_utf8(fetch_bytes(url).await?).map_err(|_| format!("{url} is not UTF-8"))
+}
+
+/// Verify the bytes a started fetch of receipt `url` returns.
+async fn verify_fetched(url: &str, request: Result<js_sys::Promise, String>, key: &str) -> Shown {
+    let stem = stem_of(url);
+    match body_bytes(url, request).await {
+        Ok(bytes) => trust::check_bytes(&stem, &bytes, key),
+        Err(reason) => Shown::Rejected { stem, reason },
+    }
+}
+
+/// The catalog a started fetch returns, if its digest is the expected one.
+async fn catalog_fetched(
+    url: &str,
+    request: Result<js_sys::Promise, String>,
+    sha256: &str,
+) -> Result<Vec<CatalogEntry>, String> {
+    let bytes = body_bytes(url, request).await?;
+    if sha256_hex(&bytes) != sha256 {
+        return Err(format!("{url} is not the catalog this page was built with"));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("{url}: {e}"))
 }
 
 /// `stem` of a receipt URL: the last path segment without `.json`.
@@ -70,21 +111,28 @@ fn stem_of(url: &str) -> String {
     last.strip_suffix(".json").unwrap_or(last).to_string()
 }
 
-/// A high-resolution clock in milliseconds, for the verification timing.
+/// Milliseconds since the page's navigation started.
 fn now_ms() -> f64 {
     web_sys::window()
         .and_then(|w| w.performance())
         .map_or(0.0, |p| p.now())
 }
 
-fn set_flag(name: &str, on: bool) {
+fn set_root_attr(name: &str, value: Option<&str>) {
     if let Some(root) = document().document_element() {
-        if on {
-            let _ = root.set_attribute(name, "1");
-        } else {
-            let _ = root.remove_attribute(name);
+        match value {
+            Some(v) => {
+                let _ = root.set_attribute(name, v);
+            }
+            None => {
+                let _ = root.remove_attribute(name);
+            }
         }
     }
+}
+
+fn set_flag(name: &str, on: bool) {
+    set_root_attr(name, on.then_some("1"));
 }
 
 /// Write `#step-N` into the address bar without scrolling.
@@ -106,12 +154,23 @@ fn query_param(name: &str) -> Option<String> {
         let (k, v) = pair.split_once('=')?;
         (k == name)
             .then(|| {
-                js_sys::decode_uri_component(v)
+                js_sys::decode_uri_component(&v.replace('+', " "))
                     .ok()
                     .and_then(|s| s.as_string())
             })
             .flatten()
     })
+}
+
+/// The title of the receipt on screen.
+fn retitle(ctx: ReplayCtx) {
+    if ctx.embedded {
+        return;
+    }
+    let stem = ctx.shown.with_untracked(|s| s.stem().to_string());
+    let lang = ctx.data.with_value(|d| d.lang);
+    let title = page_title(ctx.entry(&stem).as_ref(), &stem, lang);
+    document().set_title(&title);
 }
 
 /// Fetch, verify and show the receipt at `url`; optionally push `page` to history.
@@ -120,15 +179,13 @@ async fn load(ctx: ReplayCtx, url: String, page: Option<String>) {
     set_flag("data-kvw-loading", true);
     ctx.shown.set(Shown::Loading { stem: stem.clone() });
     let key = ctx.data.with_value(|d| d.public_key.clone());
-    let shown = match fetch_text(&url).await {
-        Ok(text) => trust::check(&stem, &text, &key),
-        Err(reason) => Shown::Rejected { stem, reason },
-    };
+    let shown = verify_fetched(&url, start_fetch(&url), &key).await;
     ctx.shown.set(shown);
     ctx.browser_checked.set(true);
     if let (Some(page), Some(history)) = (page, web_sys::window().and_then(|w| w.history().ok())) {
         let _ = history.push_state_with_url(&JsValue::NULL, "", Some(&page));
     }
+    retitle(ctx);
     set_flag("data-kvw-loading", false);
 }
 
@@ -147,30 +204,41 @@ pub fn switch_to(ctx: ReplayCtx, stem: String, push: bool) {
         };
         (url, page)
     });
-    leptos::task::spawn_local(load(ctx, url, push.then_some(page)));
+    let page = (push && !ctx.embedded).then_some(page);
+    leptos::task::spawn_local(load(ctx, url, page));
+}
+
+/// The step change an arrow key asks for, if any.
+fn arrow(ev: &web_sys::KeyboardEvent) -> Option<i32> {
+    if ev.alt_key() || ev.ctrl_key() || ev.meta_key() {
+        return None;
+    }
+    let typing = ev
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"));
+    let delta = match ev.key().as_str() {
+        "ArrowRight" => 1,
+        "ArrowLeft" => -1,
+        _ => return None,
+    };
+    (!typing).then_some(delta)
+}
+
+fn step_by(ctx: ReplayCtx, delta: i32) {
+    ctx.go(ctx.current.get_untracked() as i32 + delta);
+    if !ctx.embedded {
+        set_hash(ctx.current.get_untracked());
+    }
 }
 
 /// Keyboard arrows and `#step-N` navigation.
 fn install_navigation(ctx: ReplayCtx) {
     let keys = window_event_listener(leptos::ev::keydown, move |ev| {
-        if ev.alt_key() || ev.ctrl_key() || ev.meta_key() {
-            return;
+        if let Some(delta) = arrow(&ev) {
+            ev.prevent_default();
+            step_by(ctx, delta);
         }
-        let typing = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-            .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"));
-        let delta = match ev.key().as_str() {
-            "ArrowRight" => 1,
-            "ArrowLeft" => -1,
-            _ => return,
-        };
-        if typing {
-            return;
-        }
-        ev.prevent_default();
-        ctx.go(ctx.current.get_untracked() as i32 + delta);
-        set_hash(ctx.current.get_untracked());
     });
     let hashes = window_event_listener(leptos::ev::hashchange, move |_| {
         if let Some(n) = step_from_hash() {
@@ -187,10 +255,12 @@ fn install_navigation(ctx: ReplayCtx) {
         let stem = from_query
             .as_deref()
             .unwrap_or(page.strip_suffix(".html").unwrap_or(page));
-        let (known, first) = ctx
-            .data
-            .with_value(|d| (d.entry(stem).is_some(), d.receipt.clone()));
-        let stem = if known { stem.to_string() } else { first };
+        let known = ctx.entry(stem).is_some();
+        let stem = if known {
+            stem.to_string()
+        } else {
+            ctx.data.with_value(|d| d.receipt.clone())
+        };
         if ctx.shown.with_untracked(|s| s.stem() != stem) {
             switch_to(ctx, stem, false);
         }
@@ -205,93 +275,176 @@ fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| log_error(&info.to_string())));
 }
 
+fn mark_ready() {
+    if let Some(root) = document().document_element() {
+        let _ = root.class_list().add_1("kvw-ready");
+    }
+    set_flag("data-kvw-ready", true);
+}
+
+/// Record when the verdict was known: `data-kvw-verify-ms` (fetch and
+/// verification) and `data-kvw-badge-ms` (since navigation start).
+fn record_timing(started: f64) {
+    set_root_attr(
+        "data-kvw-verify-ms",
+        Some(&format!("{:.1}", now_ms() - started)),
+    );
+    set_root_attr("data-kvw-badge-ms", Some(&format!("{:.1}", now_ms())));
+}
+
 /// Hydrate a replay page (called by the page's module script).
 #[wasm_bindgen]
-pub fn hydrate() {
+pub async fn hydrate() {
     install_panic_hook();
-    let data = match read_page_data() {
+    let data: PageData = match read_json(PAGE_DATA_ID) {
         Ok(data) => data,
         Err(e) => return log_error(&e),
     };
     let started = now_ms();
-    let shown = trust::check(&data.receipt, &data.envelope, &data.public_key);
-    if let Some(root) = document().document_element() {
-        let _ = root.set_attribute("data-kvw-verify-ms", &format!("{:.2}", now_ms() - started));
-    }
-    let verified = matches!(shown, Shown::Verified { .. });
+    let receipt_url = data.receipt_href(&data.receipt);
+    let catalog_url = data.catalog_href();
+    // Both requests in flight at once; on a slow link that halves the wait.
+    let receipt_req = start_fetch(&receipt_url);
+    let catalog_req = start_fetch(&catalog_url);
+    let shown = verify_fetched(&receipt_url, receipt_req, &data.public_key).await;
+    let catalog = catalog_fetched(&catalog_url, catalog_req, &data.catalog_sha256).await;
+    record_timing(started);
+    let same_bytes =
+        matches!(&shown, Shown::Verified { sha256, .. } if *sha256 == data.receipt_sha256);
+    let catalog_ok = catalog.is_ok();
+    let catalog = catalog.unwrap_or_else(|e| {
+        log_error(&e);
+        Vec::new()
+    });
     let app = move || {
-        let ctx = ReplayCtx::provide(data, shown);
+        let ctx = ReplayCtx::provide(data, catalog, shown);
         install_navigation(ctx);
         // Runs after hydration, so the first client render matches the static one.
         set_timeout(
             move || {
+                ctx.browser_checked.set(true);
                 if let Some(n) = step_from_hash() {
                     ctx.current.set(n);
                 }
-                ctx.browser_checked.set(true);
                 if let Some(url) = query_param("receipt") {
                     leptos::task::spawn_local(load(ctx, url, None));
+                } else {
+                    retitle(ctx);
                 }
-                if let Some(root) = document().document_element() {
-                    let _ = root.class_list().add_1("kvw-ready");
-                }
-                set_flag("data-kvw-ready", true);
+                mark_ready();
             },
             std::time::Duration::from_millis(0),
         );
         view! { <SitePage/> }
     };
-    if verified {
+    if same_bytes && catalog_ok {
         leptos::mount::hydrate_body(app);
     } else {
-        // The static page may claim more than this browser can confirm: start over.
+        // The static page shows bytes this browser did not verify: start over
+        // from what it did verify (for a tampered file, the warning).
         document().body().expect("a body").set_inner_html("");
         leptos::mount::mount_to_body(app);
     }
 }
 
+/// Draw a compare page from receipts this browser verified: the pair in the
+/// page's query (`?a=STEM&b=STEM`) or the pair it was built for.
+#[wasm_bindgen]
+pub async fn compare() {
+    install_panic_hook();
+    let data: PageData = match read_json(PAGE_DATA_ID) {
+        Ok(data) => data,
+        Err(e) => return log_error(&e),
+    };
+    let started = now_ms();
+    let catalog_url = data.catalog_href();
+    let catalog_req = start_fetch(&catalog_url);
+    let pair: ComparePair = match read_json(COMPARE_PAIR_ID) {
+        Ok(pair) => pair,
+        Err(e) => return log_error(&e),
+    };
+    let (left, right) = (pair.left, pair.right);
+    let left = query_param("a")
+        .filter(|s| trust::plain_stem(s))
+        .unwrap_or(left);
+    let right = query_param("b")
+        .filter(|s| trust::plain_stem(s))
+        .unwrap_or(right);
+    let (lu, ru) = (data.receipt_href(&left), data.receipt_href(&right));
+    let (lr, rr) = (start_fetch(&lu), start_fetch(&ru));
+    let left = verify_fetched(&lu, lr, &data.public_key).await;
+    let right = verify_fetched(&ru, rr, &data.public_key).await;
+    let catalog = catalog_fetched(&catalog_url, catalog_req, &data.catalog_sha256)
+        .await
+        .unwrap_or_else(|e| {
+            log_error(&e);
+            Vec::new()
+        });
+    record_timing(started);
+    let Some(main) = document().get_element_by_id("main") else {
+        return log_error("no main element");
+    };
+    let main: web_sys::HtmlElement = main.unchecked_into();
+    main.set_inner_html("");
+    leptos::mount::mount_to(main, move || {
+        let app = CompareApp {
+            data,
+            catalog,
+            left,
+            right,
+            browser_checked: true,
+        };
+        view! { <ComparePage app=app/> }
+    })
+    .forget();
+    mark_ready();
+}
+
 /// Mount the replay of the receipt at `receipt_url`, verified with the key at
-/// `public_key_url`, into `element`. `lang` is `en` or `it`.
+/// `public_key_url`, into `element`. `lang` is `en` or `it`; `sync_url` lets
+/// the replay write `#step-N` into the host page's address.
 #[wasm_bindgen]
 pub async fn mount_to(
     element: web_sys::HtmlElement,
     receipt_url: String,
     public_key_url: String,
     lang: String,
+    sync_url: bool,
 ) -> Result<(), JsValue> {
     install_panic_hook();
     let public_key = fetch_text(&public_key_url)
         .await
         .map_err(|e| JsValue::from_str(&e))?;
-    let (envelope, shown) = match fetch_text(&receipt_url).await {
-        Ok(text) => {
-            let shown = trust::check(&stem_of(&receipt_url), &text, &public_key);
-            (text, shown)
-        }
-        Err(reason) => (
-            String::new(),
-            Shown::Rejected {
-                stem: stem_of(&receipt_url),
-                reason,
-            },
-        ),
-    };
+    let shown = verify_fetched(&receipt_url, start_fetch(&receipt_url), &public_key).await;
     let data = PageData {
         lang: Lang::from_tag(&lang),
         root: String::new(),
         receipt: stem_of(&receipt_url),
-        catalog: Vec::new(),
         narratives: Vec::new(),
         engine_source_base: DEFAULT_ENGINE_SOURCE_BASE.to_string(),
-        envelope,
+        receipt_sha256: String::new(),
+        catalog_sha256: String::new(),
         public_key,
     };
-    element.set_inner_html("");
     let _ = element.class_list().add_2("kvw-embed", "kvw-ready");
+    // Arrow keys step the replay while it (or anything inside it) has focus.
+    if !element.has_attribute("tabindex") {
+        let _ = element.set_attribute("tabindex", "0");
+    }
+    let host = element.clone();
     leptos::mount::mount_to(element.clone(), move || {
-        let ctx = ReplayCtx::provide(data, shown);
+        let ctx = ReplayCtx::provide_with(data, Vec::new(), shown, !sync_url);
         ctx.browser_checked.set(true);
-        view! { <TrustBanner/><Replay/> }
+        let keys =
+            Closure::<dyn Fn(web_sys::KeyboardEvent)>::new(move |ev: web_sys::KeyboardEvent| {
+                if let Some(delta) = arrow(&ev) {
+                    ev.prevent_default();
+                    step_by(ctx, delta);
+                }
+            });
+        let _ = host.add_event_listener_with_callback("keydown", keys.as_ref().unchecked_ref());
+        keys.forget();
+        view! { <div class="kvw-embed-root"><TrustBanner/><Replay/></div> }
     })
     .forget();
     let _ = element.set_attribute("data-kvw-ready", "1");

@@ -62,7 +62,10 @@ pub fn entry_for(stem: &str, predicate: &ProbePredicate) -> CatalogEntry {
         switches: switch_set(predicate),
         http_status: predicate.verdict.http_status,
         leak: predicate.verdict.leak,
-        outcome: kvw_evidence::render::outcome_line(predicate, kvw_evidence::render::Lang::En),
+        outcome: crate::Lang::ALL
+            .iter()
+            .map(|l| kvw_evidence::render::outcome_line(predicate, l.render()))
+            .collect(),
     }
 }
 
@@ -149,7 +152,7 @@ mod tests {
             switches: switches.iter().map(|s| s.to_string()).collect(),
             http_status: 200,
             leak: true,
-            outcome: String::new(),
+            outcome: Vec::new(),
         }
     }
 

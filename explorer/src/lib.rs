@@ -25,9 +25,12 @@ pub mod links;
 pub mod model;
 pub mod model_check_page;
 pub mod pages;
+pub mod switch_info;
 pub mod timeline;
 pub mod trust;
 
+#[cfg(feature = "ssr")]
+pub mod compress;
 #[cfg(feature = "ssr")]
 pub mod markdown;
 #[cfg(feature = "ssr")]

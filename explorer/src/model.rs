@@ -2,9 +2,12 @@
 //!
 //! [`PageData`] is built on the native side, rendered to HTML, and embedded
 //! in the page as JSON so the browser can rebuild exactly the same component
-//! tree when it hydrates. It deliberately carries the *signed envelope* and
-//! the public key rather than a decoded predicate: the browser decodes the
-//! predicate only out of an envelope it has verified itself.
+//! tree when it hydrates. It carries neither the envelope nor a decoded
+//! predicate, only the SHA-256 of the receipt file the page links: the
+//! browser fetches that file, verifies it, and replays only what it verified
+//! itself, so the page and the file it calls "this receipt" cannot disagree.
+//! The site's catalog (one file, `catalog.json`) is fetched the same way and
+//! checked against its digest.
 
 use kvw_evidence::{ProbePredicate, Scale};
 use serde::{Deserialize, Serialize};
@@ -22,24 +25,28 @@ pub struct PageData {
     pub root: String,
     /// Stem of the receipt this page shows (`receipts/<stem>.json`).
     pub receipt: String,
-    /// Every receipt of the site, for the fix switches.
-    pub catalog: Vec<CatalogEntry>,
     /// Rendered narrative HTML for steps 1..=7 in `lang` (may be empty).
     pub narratives: Vec<String>,
     /// Base URL of the engine's repository (`<base>/blob/<commit>/<path>`).
     pub engine_source_base: String,
-    /// The DSSE envelope exactly as stored in the bundle.
-    pub envelope: String,
+    /// SHA-256 (hex) of `receipts/<receipt>.json` as the site was built from
+    /// it, the same digest as the bundle's `SHA256SUMS` line.
+    pub receipt_sha256: String,
+    /// SHA-256 (hex) of the site's `catalog.json`.
+    pub catalog_sha256: String,
     /// The bundle's `kvw.pub.json`.
     pub public_key: String,
 }
 
-impl PageData {
-    /// The catalog entry of the receipt shown, if listed.
-    pub fn entry(&self, stem: &str) -> Option<&CatalogEntry> {
-        self.catalog.iter().find(|e| e.stem == stem)
-    }
+/// File name of the site's catalog, at the site root.
+pub const CATALOG_FILE: &str = "catalog.json";
 
+/// The catalog entry of `stem`, if listed.
+pub fn entry<'a>(catalog: &'a [CatalogEntry], stem: &str) -> Option<&'a CatalogEntry> {
+    catalog.iter().find(|e| e.stem == stem)
+}
+
+impl PageData {
     /// URL of a receipt's page in this page's language, relative to this page.
     pub fn page_href(&self, stem: &str) -> String {
         page_href(&self.root, self.lang, stem)
@@ -48,6 +55,11 @@ impl PageData {
     /// URL of a receipt's envelope, relative to this page.
     pub fn receipt_href(&self, stem: &str) -> String {
         format!("{}receipts/{stem}.json", self.root)
+    }
+
+    /// URL of the site's catalog, relative to this page.
+    pub fn catalog_href(&self) -> String {
+        format!("{}{CATALOG_FILE}", self.root)
     }
 }
 
@@ -67,7 +79,19 @@ pub struct CatalogEntry {
     pub switches: Vec<String>,
     pub http_status: u16,
     pub leak: bool,
-    pub outcome: String,
+    /// The outcome in words, one per language of [`Lang::ALL`].
+    pub outcome: Vec<String>,
+}
+
+impl CatalogEntry {
+    /// The outcome in words in `lang`.
+    pub fn outcome(&self, lang: Lang) -> &str {
+        let i = Lang::ALL.iter().position(|l| *l == lang).unwrap_or(0);
+        self.outcome
+            .get(i)
+            .or(self.outcome.first())
+            .map_or("", String::as_str)
+    }
 }
 
 /// The receipt currently on screen and whether it may be replayed.
@@ -77,6 +101,8 @@ pub enum Shown {
     Verified {
         stem: String,
         keyid: String,
+        /// SHA-256 (hex) of the exact bytes verified.
+        sha256: String,
         predicate: Box<ProbePredicate>,
     },
     /// The envelope did not verify: shown as a warning, never replayed.
@@ -102,4 +128,44 @@ impl Shown {
             _ => None,
         }
     }
+
+    /// Whether the receipt verified.
+    pub fn is_verified(&self) -> bool {
+        matches!(self, Shown::Verified { .. })
+    }
+}
+
+/// A run in words: its fixes and scale (`no fix · walkthrough`).
+pub fn run_label(entry: Option<&CatalogEntry>, stem: &str, lang: Lang) -> String {
+    let Some(e) = entry else {
+        return stem.to_string();
+    };
+    let fixes = if e.switches.is_empty() {
+        lang.pick("no fix", "nessuna correzione").to_string()
+    } else {
+        e.switches.join(" + ")
+    };
+    let scale = match e.scale {
+        Scale::Walkthrough => lang.pick("walkthrough", "dimostrativa"),
+        Scale::Incident => lang.pick("incident scale", "scala dell'incidente"),
+    };
+    format!("{fixes} · {scale}")
+}
+
+/// The page title for receipt `stem`: its fixes, scale and outcome in words,
+/// so tabs, history and bookmarks name the run shown.
+pub fn page_title(entry: Option<&CatalogEntry>, stem: &str, lang: Lang) -> String {
+    let Some(e) = entry else {
+        return format!("{stem} — kvwitness");
+    };
+    let verdict = if e.leak {
+        lang.pick("leak", "fuga")
+    } else {
+        lang.pick("no leak", "nessuna fuga")
+    };
+    format!(
+        "{} · HTTP {} {verdict} — kvwitness",
+        run_label(entry, stem, lang),
+        e.http_status
+    )
 }

@@ -137,12 +137,13 @@ pub fn class_slug(class: WriterClass) -> &'static str {
     }
 }
 
-/// One-letter label drawn in each cell, so colour is never the only signal.
+/// Glyph drawn in each cell, so colour is never the only signal. Shapes, not
+/// letters: an `O` for "other" read as a zero next to page numbers.
 pub fn class_letter(class: WriterClass) -> &'static str {
     match class {
-        WriterClass::ThisRequest => "T",
-        WriterClass::OtherTenant => "O",
-        WriterClass::SameTenant => "S",
+        WriterClass::ThisRequest => "✓",
+        WriterClass::OtherTenant => "✕",
+        WriterClass::SameTenant => "≈",
         WriterClass::NeverWritten => "·",
     }
 }

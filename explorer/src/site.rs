@@ -22,12 +22,14 @@
 //!
 //! ```text
 //! index.html               default receipt, English
+//! catalog.json             every receipt summarised, fetched once by the pages
 //! en/<stem>.html           one page per receipt (and it/<stem>.html)
 //! en/compare-<stem>.html   <stem> next to the run without fixes
 //! receipts/<stem>.json     the DSSE envelopes, byte for byte
 //! kvw.pub.json             the bundle's public key
 //! pkg/                     hydrate build (kvw_explorer.js + .wasm), if given
 //! style.css, embed.js, embed-example.html, EMBED.md
+//! *.gz, *.br               precompressed copies of the text files
 //! ```
 
 use std::collections::BTreeSet;
@@ -39,14 +41,18 @@ use kvw_evidence::error::EvidenceError;
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
 use leptos::prelude::*;
 
+use kvw_evidence::canonical::sha256_hex;
+
 use crate::catalog::{baseline_for, default_entry, entry_for};
-use crate::components::compare::{CompareView, Side};
+use crate::components::compare::{CompareApp, ComparePage, ComparePair, COMPARE_PAIR_ID};
 use crate::components::shell::SitePage;
 use crate::components::ReplayCtx;
 use crate::i18n::Lang;
 use crate::links::DEFAULT_ENGINE_SOURCE_BASE;
 use crate::markdown;
-use crate::model::{page_href, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
+use crate::model::{
+    page_href, page_title, run_label, CatalogEntry, PageData, Shown, CATALOG_FILE, PAGE_DATA_ID,
+};
 use crate::trust;
 
 /// Static files that ship with every site.
@@ -102,6 +108,8 @@ pub struct SiteReport {
     pub wasm: bool,
     /// Path of the entry page.
     pub index: PathBuf,
+    /// The precompressed copies written (`.gz`, `.br`).
+    pub compressed: crate::compress::Compressed,
 }
 
 /// Why a site could not be built.
@@ -150,8 +158,8 @@ fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), SiteError> {
 /// A receipt read from the bundle and checked.
 struct Loaded {
     stem: String,
-    /// The envelope as stored; empty when it was rejected (never embedded).
-    envelope: String,
+    /// The envelope as stored; empty when it was rejected (never published).
+    envelope: Vec<u8>,
     shown: Shown,
 }
 
@@ -191,18 +199,21 @@ fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
             .and_then(|n| n.strip_prefix('/'))
             .unwrap_or(&line.file);
         let stem = name.strip_suffix(".json").unwrap_or(name).to_string();
-        let envelope =
-            String::from_utf8_lossy(files.get(&line.file).unwrap_or_default()).into_owned();
-        if let Some(c) = crate::model_check_page::load_model_check(&stem, &envelope, &public_key) {
+        let envelope = files.get(&line.file).unwrap_or_default().to_vec();
+        if let Some(c) = crate::model_check_page::load_model_check(
+            &stem,
+            &String::from_utf8_lossy(&envelope),
+            &public_key,
+        ) {
             model_checks.push(c);
             continue;
         }
         // The same check the browser runs; after verify_files it passes.
-        let shown = trust::check(&stem, &envelope, &public_key);
-        let envelope = if matches!(shown, Shown::Verified { .. }) {
+        let shown = trust::check_bytes(&stem, &envelope, &public_key);
+        let envelope = if shown.is_verified() {
             envelope
         } else {
-            String::new()
+            Vec::new()
         };
         receipts.push(Loaded {
             stem,
@@ -239,17 +250,32 @@ fn escape(text: &str) -> String {
 }
 
 /// Render the `<body>` content of a replay page.
-pub fn render_replay_body(data: PageData, shown: Shown) -> String {
+pub fn render_replay_body(data: PageData, catalog: Vec<CatalogEntry>, shown: Shown) -> String {
     Owner::new().with(|| {
-        ReplayCtx::provide(data, shown);
+        ReplayCtx::provide(data, catalog, shown);
         view! { <SitePage/> }.to_html()
     })
 }
 
+/// Set before the first paint when scripts run, so the style sheet lays the
+/// page out as the hydrated replay will (one step at a time) and hydration
+/// moves nothing; without scripts the class never appears and every step
+/// reads top to bottom.
+pub const JS_FLAG: &str = "<script>document.documentElement.classList.add(\"kvw-js\")</script>";
+
 /// A complete replay page.
-pub fn render_replay_page(data: &PageData, shown: Shown, hydrate: bool) -> String {
+pub fn render_replay_page(
+    data: &PageData,
+    catalog: &[CatalogEntry],
+    shown: Shown,
+    hydrate: bool,
+) -> String {
     let lang = data.lang;
-    let title = format!("{} — kvwitness", data.receipt);
+    let title = page_title(
+        crate::model::entry(catalog, &data.receipt),
+        &data.receipt,
+        lang,
+    );
     let alternates: String = Lang::ALL
         .into_iter()
         .map(|l| {
@@ -259,17 +285,14 @@ pub fn render_replay_page(data: &PageData, shown: Shown, hydrate: bool) -> Strin
         })
         .collect();
     let boot = if hydrate {
-        format!(
-            r#"<script type="module">import init, {{ hydrate }} from "{root}pkg/{WASM_JS}";
-init({{ module_or_path: "{root}pkg/{WASM_BIN}" }}).then(() => hydrate()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#,
-            root = data.root
-        )
+        boot_script(&data.root, "hydrate")
     } else {
         String::new()
     };
-    let body = render_replay_body(data.clone(), shown);
+    let body = render_replay_body(data.clone(), catalog.to_vec(), shown);
+    let flag = if hydrate { JS_FLAG } else { "" };
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{alternates}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n{alternates}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
         lang = lang.code(),
         title = escape(&title),
         root = data.root,
@@ -277,26 +300,59 @@ init({{ module_or_path: "{root}pkg/{WASM_BIN}" }}).then(() => hydrate()).catch((
     )
 }
 
-/// A complete compare page (static, no scripts).
-pub fn render_compare_page(lang: Lang, root: &str, left: Side, right: Side) -> String {
-    let title = format!("{} ↔ {} — kvwitness", left.stem, right.stem);
+/// The module script that starts the browser side: `entry` is `hydrate`
+/// (replay pages) or `compare` (compare pages).
+fn boot_script(root: &str, entry: &str) -> String {
+    format!(
+        r#"<script type="module">import init, {{ {entry} }} from "{root}pkg/{WASM_JS}";
+init({{ module_or_path: "{root}pkg/{WASM_BIN}" }}).then(() => {entry}()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#
+    )
+}
+
+/// A complete compare page: `pair` as verified at build time, redrawn in the
+/// browser from the receipt files (and the picker's choice) when scripts run.
+pub fn render_compare_page(
+    data: &PageData,
+    catalog: &[CatalogEntry],
+    pair: &ComparePair,
+    sides: (Shown, Shown),
+    hydrate: bool,
+) -> String {
+    let (lang, root) = (data.lang, data.root.as_str());
+    let label = |stem: &str| run_label(crate::model::entry(catalog, stem), stem, lang);
+    let title = format!("{} ↔ {} — kvwitness", label(&pair.left), label(&pair.right));
     let other = Lang::ALL
         .into_iter()
         .filter(|l| *l != lang)
         .map(|l| {
-            let href = format!("{root}{}/compare-{}.html", l.code(), right.stem);
+            let href = format!("{root}{}/compare-{}.html", l.code(), pair.right);
             Owner::new().with(|| {
                 view! { <a href=href hreflang=l.code() lang=l.code()>{l.endonym()}</a> }.to_html()
             })
         })
         .collect::<Vec<_>>()
         .join(" ");
-    let body =
-        Owner::new().with(|| view! { <CompareView left=left right=right lang=lang/> }.to_html());
+    let app = CompareApp {
+        data: data.clone(),
+        catalog: catalog.to_vec(),
+        left: sides.0,
+        right: sides.1,
+        browser_checked: false,
+    };
+    let body = Owner::new().with(|| view! { <ComparePage app=app/> }.to_html());
+    let (flag, boot) = if hydrate {
+        (JS_FLAG, boot_script(root, "compare"))
+    } else {
+        ("", String::new())
+    };
+    let pair_json = serde_json::to_string(pair)
+        .unwrap_or_default()
+        .replace('<', "\\u003c");
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{other}</nav></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n<script type=\"application/json\" id=\"{COMPARE_PAIR_ID}\">{pair_json}</script>\n{boot}\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{other}</nav></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
         code = lang.code(),
         title = escape(&title),
+        json = script_json(data),
         skip = lang.pick("Skip to the comparison", "Vai al confronto"),
         langword = lang.pick("Language", "Lingua"),
     )
@@ -340,7 +396,7 @@ fn embed_example(stem: &str) -> String {
     let element = Owner::new().with(|| {
         view! {
             <kvw-replay id="embedded" src=src lang="en">
-                <p><a href=page>"Open the replay"</a>" (this link is what readers without JavaScript see)."</p>
+                <p data-kvw-fallback=""><a href=page>"Open the replay"</a>" (this link is what readers without JavaScript see)."</p>
             </kvw-replay>
         }
         .to_html()
@@ -380,8 +436,10 @@ enum OutState {
 }
 
 /// Names a site built here may hold at its top.
-const SITE_NAMES: [&str; 11] = [
+const SITE_NAMES: [&str; 13] = [
     "index.html",
+    "catalog.json",
+    "compare.html",
     "en",
     "it",
     "receipts",
@@ -424,7 +482,13 @@ fn inspect_out(out: &Path) -> Result<OutState, SiteError> {
     }
     let old_site = names.contains("index.html")
         && names.contains("embed.js")
-        && names.iter().all(|n| SITE_NAMES.contains(&n.as_str()));
+        && names.iter().all(|n| {
+            let plain = n
+                .strip_suffix(".gz")
+                .or_else(|| n.strip_suffix(".br"))
+                .unwrap_or(n);
+            SITE_NAMES.contains(&plain)
+        });
     if old_site {
         Ok(OutState::OldSite)
     } else {
@@ -545,6 +609,9 @@ fn render_site(
         .collect();
     let default_stem =
         default_entry(&catalog).map_or_else(|| loaded[0].stem.clone(), |e| e.stem.clone());
+    let catalog_json = serde_json::to_vec(&catalog).unwrap_or_default();
+    let catalog_sha256 = sha256_hex(&catalog_json);
+    write(&out.join(CATALOG_FILE), &catalog_json)?;
     let mut pages = 0;
 
     for lang in Lang::ALL {
@@ -560,43 +627,69 @@ fn render_site(
                 lang,
                 root: "../".to_string(),
                 receipt: l.stem.clone(),
-                catalog: catalog.clone(),
                 narratives: narratives.clone(),
                 engine_source_base: opts.engine_source_base.clone(),
-                envelope: l.envelope.clone(),
+                receipt_sha256: sha256_hex(&l.envelope),
+                catalog_sha256: catalog_sha256.clone(),
                 public_key: public_key.clone(),
             };
             write(
                 &out.join(lang.code()).join(format!("{}.html", l.stem)),
-                render_replay_page(&data, l.shown.clone(), wasm),
+                render_replay_page(&data, &catalog, l.shown.clone(), wasm),
             )?;
             pages += 1;
             if lang == Lang::En && l.stem == default_stem {
                 data.root = "./".to_string();
                 write(
                     &out.join("index.html"),
-                    render_replay_page(&data, l.shown.clone(), wasm),
+                    render_replay_page(&data, &catalog, l.shown.clone(), wasm),
                 )?;
                 pages += 1;
             }
         }
+        let compare_data = |right: &str| PageData {
+            lang,
+            root: "../".to_string(),
+            receipt: right.to_string(),
+            narratives: Vec::new(),
+            engine_source_base: opts.engine_source_base.clone(),
+            receipt_sha256: String::new(),
+            catalog_sha256: catalog_sha256.clone(),
+            public_key: public_key.clone(),
+        };
+        let shown = |stem: &str| {
+            loaded
+                .iter()
+                .find(|l| l.stem == stem)
+                .map(|l| l.shown.clone())
+        };
+        let mut first_pair = None;
         for entry in &catalog {
             let Some(base) = baseline_for(&catalog, entry).filter(|b| b.stem != entry.stem) else {
                 continue;
             };
-            let side = |stem: &str| {
-                let l = loaded.iter().find(|l| l.stem == stem)?;
-                Some(Side {
-                    stem: stem.to_string(),
-                    href: format!("{stem}.html"),
-                    predicate: l.shown.predicate()?.clone(),
-                })
+            let pair = ComparePair {
+                left: base.stem.clone(),
+                right: entry.stem.clone(),
             };
-            if let (Some(left), Some(right)) = (side(&base.stem), side(&entry.stem)) {
+            if let (Some(left), Some(right)) = (shown(&pair.left), shown(&pair.right)) {
+                let page = render_compare_page(
+                    &compare_data(&pair.right),
+                    &catalog,
+                    &pair,
+                    (left, right),
+                    wasm,
+                );
+                if first_pair.is_none() {
+                    // The picker's own page opens on the first pair.
+                    write(&out.join(lang.code()).join("compare.html"), &page)?;
+                    pages += 1;
+                    first_pair = Some(());
+                }
                 write(
                     &out.join(lang.code())
                         .join(format!("compare-{}.html", entry.stem)),
-                    render_compare_page(lang, "../", left, right),
+                    page,
                 )?;
                 pages += 1;
             }
@@ -641,5 +734,9 @@ fn render_site(
             .collect(),
         wasm,
         index: out.join("index.html"),
+        compressed: crate::compress::precompress(out).map_err(|source| SiteError::Write {
+            path: out.to_path_buf(),
+            source,
+        })?,
     })
 }

@@ -7,6 +7,7 @@
 //! its answer into what the page shows ([`Shown`]). The same function runs at
 //! site build time (natively) and in the browser (compiled to wasm32).
 
+use kvw_evidence::canonical::sha256_hex;
 use kvw_evidence::keys::PublicKey;
 use kvw_evidence::receipt::{check_receipt_name, verify_receipt};
 
@@ -17,6 +18,12 @@ use crate::model::Shown;
 /// name must be exactly that file name, so a genuine receipt copied under
 /// another name (another fix set) is not shown as that one.
 pub fn check(stem: &str, envelope_json: &str, public_key_json: &str) -> Shown {
+    check_bytes(stem, envelope_json.as_bytes(), public_key_json)
+}
+
+/// [`check`] over the exact bytes of the file, whose SHA-256 the verdict
+/// carries so a page can show which bytes it verified.
+pub fn check_bytes(stem: &str, envelope: &[u8], public_key_json: &str) -> Shown {
     let rejected = |reason: String| Shown::Rejected {
         stem: stem.to_string(),
         reason,
@@ -29,7 +36,7 @@ pub fn check(stem: &str, envelope_json: &str, public_key_json: &str) -> Shown {
         Ok(key) => key,
         Err(e) => return rejected(format!("public key unreadable: {e}")),
     };
-    match verify_receipt(envelope_json.as_bytes(), &key) {
+    match verify_receipt(envelope, &key) {
         Ok(verified) if verified.name != file_name => rejected(format!(
             "signed under the name {:?}, stored as {file_name:?}",
             verified.name
@@ -37,8 +44,15 @@ pub fn check(stem: &str, envelope_json: &str, public_key_json: &str) -> Shown {
         Ok(verified) => Shown::Verified {
             stem: stem.to_string(),
             keyid: verified.keyid,
+            sha256: sha256_hex(envelope),
             predicate: Box::new(verified.predicate),
         },
         Err(e) => rejected(e.to_string()),
     }
+}
+
+/// Whether `stem` may name a receipt file (`[A-Za-z0-9._-]+`), so a stem
+/// taken from an address is never turned into a path elsewhere.
+pub fn plain_stem(stem: &str) -> bool {
+    check_receipt_name(&format!("{stem}.json")).is_ok()
 }

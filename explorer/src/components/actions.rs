@@ -15,10 +15,13 @@ pub fn switch_to(ctx: ReplayCtx, stem: String) {
     let _ = (ctx, stem);
 }
 
-/// Record the current step in the address bar (`#step-N`).
-pub fn remember_step(n: u8) {
+/// Record the current step in the address bar (`#step-N`), unless the
+/// replay is embedded in a page that did not ask for it.
+pub fn remember_step(ctx: ReplayCtx, n: u8) {
     #[cfg(feature = "hydrate")]
-    crate::browser::set_hash(n);
+    if !ctx.embedded {
+        crate::browser::set_hash(n);
+    }
     #[cfg(not(feature = "hydrate"))]
-    let _ = n;
+    let _ = (ctx, n);
 }

@@ -1,20 +1,139 @@
 //! Two receipts side by side, with the first step where they part ways.
 //!
-//! Compare pages are static: both receipts were verified when the site was
-//! built, and the view is a table a reader scans row by row, so there is
-//! nothing for scripts to add.
+//! The static page holds the comparison the site was built for (read
+//! without scripts). With scripts, the page fetches both receipt files and
+//! verifies them in the browser like any replay ([`ComparePage`] redrawn
+//! from what verified), and a picker compares any two receipts of the site,
+//! across scales and scenarios. A side that fails verification shows the
+//! warning instead of the table.
 
 use kvw_evidence::{ProbePredicate, Step, WriterClass};
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::diverge::{first_divergence, same_step};
 use crate::i18n::Lang;
+use crate::model::{entry, run_label, CatalogEntry, PageData, Shown};
 use crate::pages;
+
+/// Id of the `<script type="application/json">` naming the pair compared.
+pub const COMPARE_PAIR_ID: &str = "kvw-compare";
+
+/// The two receipts a compare page was built for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComparePair {
+    pub left: String,
+    pub right: String,
+}
+
+/// Everything a compare page is drawn from.
+#[derive(Clone)]
+pub struct CompareApp {
+    pub data: PageData,
+    pub catalog: Vec<CatalogEntry>,
+    pub left: Shown,
+    pub right: Shown,
+    /// Whether this browser verified both sides (else the site builder did).
+    pub browser_checked: bool,
+}
+
+/// Two selects over the catalog and a button: a plain GET form, read by the
+/// page's script (`?a=STEM&b=STEM`).
+#[component]
+fn Picker(catalog: Vec<CatalogEntry>, left: String, right: String, lang: Lang) -> impl IntoView {
+    let select = move |name: &'static str, label: &'static str, chosen: String| {
+        let id = format!("pick-{name}");
+        let options = catalog
+            .iter()
+            .map(|e| {
+                let text = run_label(Some(e), &e.stem, lang);
+                view! { <option value=e.stem.clone() selected=e.stem == chosen>{text}</option> }
+            })
+            .collect_view();
+        view! {
+            <label for=id.clone()>{label}</label>
+            <select id=id name=name>{options}</select>
+        }
+    };
+    view! {
+        <form class="picker js-only" method="get" action="compare.html" id="kvw-picker">
+            {select("a", lang.pick("Left run", "Esecuzione a sinistra"), left)}
+            {select("b", lang.pick("Right run", "Esecuzione a destra"), right)}
+            <button type="submit">{lang.pick("Compare", "Confronta")}</button>
+        </form>
+    }
+}
+
+/// The trust line of one side.
+fn side_trust(shown: &Shown, checked: bool, lang: Lang) -> AnyView {
+    match shown {
+        Shown::Verified { stem, sha256, .. } => {
+            let where_ = if checked {
+                lang.pick("verified in this browser", "verificata in questo browser")
+            } else {
+                lang.pick("verified when the site was built", "verificata alla costruzione del sito")
+            };
+            let short = sha256.get(..16).unwrap_or(sha256).to_string();
+            view! {
+                <li class="ok"><span aria-hidden="true">"✔ "</span><code>{format!("{stem}.json")}</code>" "{where_}" · sha256 "<code>{short}</code></li>
+            }
+            .into_any()
+        }
+        Shown::Rejected { stem, reason } => view! {
+            <li class="bad"><span aria-hidden="true">"⚠ "</span><code>{format!("{stem}.json")}</code>" "{lang.pick("NOT VERIFIED: ", "NON VERIFICATA: ")}{reason.clone()}</li>
+        }
+        .into_any(),
+        Shown::Loading { stem } => view! { <li><code>{stem.clone()}</code>"…"</li> }.into_any(),
+    }
+}
+
+/// A whole compare page's main content: picker, trust lines, comparison.
+#[component]
+pub fn ComparePage(app: CompareApp) -> impl IntoView {
+    let lang = app.data.lang;
+    let checked = app.browser_checked;
+    let side = |shown: &Shown| {
+        let predicate = shown.predicate()?.clone();
+        let stem = shown.stem().to_string();
+        Some(Side {
+            label: run_label(entry(&app.catalog, &stem), &stem, lang),
+            href: format!("{stem}.html"),
+            stem,
+            predicate,
+        })
+    };
+    let body = match (side(&app.left), side(&app.right)) {
+        (Some(l), Some(r)) => view! { <CompareView left=l right=r lang=lang/> }.into_any(),
+        _ => view! {
+            <div class="tampered" role="alert" id="kvw-warning">
+                <h2><span aria-hidden="true">"⚠ "</span>{lang.pick("Not compared: a receipt failed verification", "Nessun confronto: una ricevuta non ha superato la verifica")}</h2>
+                <p><a href=format!("{}index.html", app.data.root)>{lang.pick("Back to the verified runs", "Torna alle esecuzioni verificate")}</a></p>
+            </div>
+        }
+        .into_any(),
+    };
+    let trust_css = if app.left.is_verified() && app.right.is_verified() {
+        "trust-list ok"
+    } else {
+        "trust-list bad"
+    };
+    view! {
+        <h1 id="compare-h">{lang.pick("Compare two runs", "Confronta due esecuzioni")}</h1>
+        <Picker catalog=app.catalog.clone() left=app.left.stem().to_string() right=app.right.stem().to_string() lang=lang/>
+        <ul class=trust_css id="kvw-trust">
+            {side_trust(&app.left, checked, lang)}
+            {side_trust(&app.right, checked, lang)}
+        </ul>
+        {body}
+    }
+}
 
 /// One side of the comparison.
 #[derive(Clone)]
 pub struct Side {
     pub stem: String,
+    /// The run in words (fixes and scale).
+    pub label: String,
     pub href: String,
     pub predicate: ProbePredicate,
 }
@@ -97,8 +216,8 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
                         {(first == Some(n)).then(|| view! { <span class="tag">{lang.pick(" first divergence", " prima divergenza")}</span> })}
                         {(differs && first != Some(n)).then(|| view! { <span class="tag">{lang.pick(" differs", " diverso")}</span> })}
                     </th>
-                    <Cell step=a label=left.stem.clone() lang=lang/>
-                    <Cell step=b label=right.stem.clone() lang=lang/>
+                    <Cell step=a label=left.label.clone() lang=lang/>
+                    <Cell step=b label=right.label.clone() lang=lang/>
                 </tr>
             }
         })
@@ -111,22 +230,21 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
         )
     };
     view! {
-        <section class="compare" aria-labelledby="compare-h">
-            <h1 id="compare-h">{lang.pick("Compare two runs", "Confronta due esecuzioni")}</h1>
+        <section class="compare" aria-label=lang.pick("Comparison", "Confronto")>
             <p class="callout" id="kvw-divergence">{banner}</p>
             <div class="table-scroll">
                 <table>
                     <thead><tr>
                         <th scope="col">{lang.pick("Step", "Passo")}</th>
-                        <th scope="col"><a href=left.href.clone()><code>{left.stem.clone()}</code></a></th>
-                        <th scope="col"><a href=right.href.clone()><code>{right.stem.clone()}</code></a></th>
+                        <th scope="col"><a href=left.href.clone()>{left.label.clone()}</a></th>
+                        <th scope="col"><a href=right.href.clone()>{right.label.clone()}</a></th>
                     </tr></thead>
                     <tbody>
                         {rows}
                         <tr class="verdict-row">
                             <th scope="row">{lang.pick("Verdict", "Esito")}</th>
-                            <td data-label=left.stem.clone()>{verdict(&left.predicate)}</td>
-                            <td data-label=right.stem.clone()>{verdict(&right.predicate)}</td>
+                            <td data-label=left.label.clone()>{verdict(&left.predicate)}</td>
+                            <td data-label=right.label.clone()>{verdict(&right.predicate)}</td>
                         </tr>
                     </tbody>
                 </table>

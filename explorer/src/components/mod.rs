@@ -8,6 +8,7 @@
 
 pub mod actions;
 pub mod compare;
+pub mod glossary;
 pub mod pool;
 pub mod provenance;
 pub mod replay;
@@ -23,7 +24,7 @@ pub mod verdict;
 
 use leptos::prelude::*;
 
-use crate::model::{PageData, Shown};
+use crate::model::{CatalogEntry, PageData, Shown};
 
 /// Reactive state shared by the components of one replay.
 #[derive(Clone, Copy)]
@@ -36,16 +37,32 @@ pub struct ReplayCtx {
     pub browser_checked: RwSignal<bool>,
     /// The page's static data.
     pub data: StoredValue<PageData>,
+    /// Every receipt of the site (`catalog.json`), for switches and pickers.
+    pub catalog: StoredValue<Vec<CatalogEntry>>,
+    /// Mounted inside another site's page: leave its address and keys alone.
+    pub embedded: bool,
 }
 
 impl ReplayCtx {
     /// Create the context and provide it to descendants.
-    pub fn provide(data: PageData, shown: Shown) -> ReplayCtx {
+    pub fn provide(data: PageData, catalog: Vec<CatalogEntry>, shown: Shown) -> ReplayCtx {
+        ReplayCtx::provide_with(data, catalog, shown, false)
+    }
+
+    /// [`ReplayCtx::provide`], saying whether the replay is embedded.
+    pub fn provide_with(
+        data: PageData,
+        catalog: Vec<CatalogEntry>,
+        shown: Shown,
+        embedded: bool,
+    ) -> ReplayCtx {
         let ctx = ReplayCtx {
             current: RwSignal::new(1),
             shown: RwSignal::new(shown),
             browser_checked: RwSignal::new(false),
             data: StoredValue::new(data),
+            catalog: StoredValue::new(catalog),
+            embedded,
         };
         provide_context(ctx);
         ctx
@@ -54,6 +71,12 @@ impl ReplayCtx {
     /// The context provided by an ancestor.
     pub fn get() -> ReplayCtx {
         expect_context::<ReplayCtx>()
+    }
+
+    /// The catalog entry of `stem`, if listed.
+    pub fn entry(&self, stem: &str) -> Option<CatalogEntry> {
+        self.catalog
+            .with_value(|c| crate::model::entry(c, stem).cloned())
     }
 
     /// Move to step `n`, clamped to 1..=7.

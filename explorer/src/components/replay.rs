@@ -27,8 +27,8 @@ fn StepNav(names: Vec<(u8, String)>, lang: Lang) -> impl IntoView {
                         <a href=format!("#step-{n}")
                             class:current=move || ctx.current.get() == n
                             aria-current=move || (ctx.current.get() == n).then_some("step")
-                            on:click=move |_| ctx.go(n as i32)>
-                            <span class="n">{n.to_string()}</span>" "{name}
+                            on:click=move |ev| { ev.prevent_default(); ctx.go(n as i32); remember_step(ctx, n); }>
+                            <span class="n">{n.to_string()}</span><span class="name">" "{name}</span>
                         </a>
                     </li>
                 }).collect_view()}
@@ -43,7 +43,7 @@ fn Stepper(lang: Lang) -> impl IntoView {
     let ctx = ReplayCtx::get();
     let step_by = move |delta: i32| {
         ctx.go(ctx.current.get_untracked() as i32 + delta);
-        remember_step(ctx.current.get_untracked());
+        remember_step(ctx, ctx.current.get_untracked());
     };
     view! {
         <div class="stepper js-only">
@@ -86,6 +86,11 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
                 engine_base: engine_base.clone(),
                 engine_commit: predicate.engine.commit.clone(),
                 verdict: (step.step == 7).then(|| predicate.verdict.clone()),
+                tenant: predicate
+                    .requests
+                    .iter()
+                    .find(|r| r.probed)
+                    .map(|r| r.tenant.clone()),
                 events: step
                     .events
                     .iter()
@@ -95,12 +100,18 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
             view! { <StepView step=step.clone() cx=cx/> }
         })
         .collect_view();
+    // The step comes first so that it is on screen without scrolling; the
+    // verdict and the switches sit beside it on wide screens, below on phones.
     view! {
-        <VerdictPanel predicate=predicate.clone() lang=lang/>
-        <Switches lang=lang/>
-        <StepNav names=names lang=lang/>
-        <Stepper lang=lang/>
-        <div class="steps">{steps}</div>
+        <div class="replay-main">
+            <StepNav names=names lang=lang/>
+            <Stepper lang=lang/>
+            <div class="steps">{steps}</div>
+        </div>
+        <div class="replay-side">
+            <VerdictPanel predicate=predicate.clone() lang=lang/>
+            <Switches lang=lang/>
+        </div>
     }
     .into_any()
 }
@@ -108,7 +119,7 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
 #[component]
 fn NotReplayed(stem: String, reason: String, lang: Lang) -> impl IntoView {
     view! {
-        <div class="tampered" role="alert" id="kvw-warning">
+        <div class="tampered" id="kvw-warning">
             <h2><span aria-hidden="true">"⚠ "</span>{lang.pick("This receipt is not replayed", "Questa ricevuta non viene riprodotta")}</h2>
             <p>
                 {lang.pick("The receipt ", "La ricevuta ")}<code>{stem}</code>

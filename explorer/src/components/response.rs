@@ -7,7 +7,7 @@ use crate::highlight::{segments, Segment};
 use crate::i18n::Lang;
 
 #[component]
-pub fn ResponseView(verdict: Verdict, lang: Lang) -> impl IntoView {
+pub fn ResponseView(verdict: Verdict, tenant: Option<String>, lang: Lang) -> impl IntoView {
     let ok = verdict.http_status == 200;
     let parts = segments(&verdict.response_text, &verdict.canaries_leaked)
         .into_iter()
@@ -19,6 +19,13 @@ pub fn ResponseView(verdict: Verdict, lang: Lang) -> impl IntoView {
     let leaked = verdict.canaries_leaked.join(", ");
     view! {
         <div class="response">
+            <p class="label">{match tenant {
+                Some(t) => match lang {
+                    Lang::En => format!("What tenant {t} received:"),
+                    Lang::It => format!("Cosa ha ricevuto il tenant {t}:"),
+                },
+                None => lang.pick("What the client received:", "Cosa ha ricevuto il client:").to_string(),
+            }}</p>
             <p class="http">
                 <span class=if ok { "status s200" } else { "status s4xx" }>{format!("HTTP {}", verdict.http_status)}</span>
                 " "

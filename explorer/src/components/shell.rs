@@ -6,6 +6,7 @@
 
 use leptos::prelude::*;
 
+use super::glossary::Glossary;
 use super::replay::Replay;
 use super::timeline::TimelineView;
 use super::trust_banner::TrustBanner;
@@ -20,9 +21,11 @@ fn LangSwitch(lang: Lang) -> impl IntoView {
         <nav class="langs" aria-label=lang.pick("Language", "Lingua")>
             <ul>
                 {Lang::ALL.into_iter().map(|l| {
+                    // The other language opens on the same receipt and step.
                     let href = move || {
                         let stem = ctx.shown.with(|s| s.stem().to_string());
-                        ctx.data.with_value(|d| page_href(&d.root, l, &stem))
+                        let page = ctx.data.with_value(|d| page_href(&d.root, l, &stem));
+                        format!("{page}#step-{}", ctx.current.get())
                     };
                     view! {
                         <li><a href=href hreflang=l.code() lang=l.code() aria-current=(l == lang).then_some("page")>{l.endonym()}</a></li>
@@ -63,18 +66,23 @@ pub fn SitePage() -> impl IntoView {
         <a class="skip" href="#replay">{lang.pick("Skip to the replay", "Vai alla riproduzione")}</a>
         <header class="site">
             <p class="brand"><a href=format!("{root}index.html")>"kvwitness"</a></p>
+            <nav class="site-links" aria-label=lang.pick("Site", "Sito")>
+                <a href="#glossary">{lang.pick("Glossary", "Glossario")}</a>
+                <a href=format!("{root}{}/compare.html", lang.code())>{lang.pick("Compare runs", "Confronta esecuzioni")}</a>
+            </nav>
             <LangSwitch lang=lang/>
         </header>
         <main id="main" class="kvw-main">
-            <h1>{lang.pick("A prefill/decode KV-cache leak, step by step", "Una fuga di KV-cache tra prefill e decode, passo per passo")}</h1>
+            <h1>{lang.pick("A rejected prompt that read another customer's data", "Un prompt respinto che ha letto i dati di un altro cliente")}</h1>
             <p class="lede">{lang.pick(
-                "In the 2026 incident, a prompt longer than the prefill pool was rejected, yet the rejection was not seen in time: decode read pages other tenants had left behind and answered HTTP 200. This page replays one run of the engine that reproduces it, from a signed receipt; the fix switches open the runs with each upstream fix.",
-                "Nell'incidente del 2026 un prompt più lungo del pool di prefill veniva respinto, ma il rifiuto non era visto in tempo: il decode leggeva pagine lasciate da altri tenant e rispondeva HTTP 200. Questa pagina riproduce un'esecuzione del motore che lo ricrea, da una ricevuta firmata; gli interruttori aprono le esecuzioni con ciascuna correzione upstream.",
+                "A prompt too long for prefill was rejected, but decode never saw the rejection: it read KV pages other tenants had left behind and answered HTTP 200. Step through the signed run below; the switches show which fix stops it.",
+                "Un prompt troppo lungo per il prefill è stato respinto, ma il decode non ha visto il rifiuto: ha letto pagine KV lasciate da altri tenant e ha risposto HTTP 200. Scorri l'esecuzione firmata qui sotto; gli interruttori mostrano quale correzione la ferma.",
             )}</p>
             <TrustBanner/>
             <Replay/>
         </main>
         <aside class="kvw-aside">
+            <Glossary lang=lang/>
             <TimelineView lang=lang/>
         </aside>
         <Footer lang=lang/>

@@ -23,6 +23,8 @@ pub struct StepContext {
     pub engine_commit: String,
     /// The run's verdict, drawn under the response step.
     pub verdict: Option<Verdict>,
+    /// Tenant of the probed request (whose answer step 7 shows).
+    pub tenant: Option<String>,
     /// The step's events, resolved from the predicate.
     pub events: Vec<Event>,
 }
@@ -74,14 +76,17 @@ pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
     let response = cx
         .verdict
         .clone()
-        .map(|v| view! { <ResponseView verdict=v lang=lang/> });
+        .map(|v| view! { <ResponseView verdict=v tenant=cx.tenant.clone() lang=lang/> });
     view! {
         <section id=format!("step-{n}") class="step" class:current=move || ctx.current.get() == n aria-labelledby=labelled_by data-step=n.to_string()>
-            <h3 id=title_id>
+            <h2 id=title_id class="step-title">
                 <span class="step-no">{format!("{} {n}/7", lang.pick("Step", "Passo"))}</span>" "
                 <span class="step-name">{name}</span>
-            </h3>
-            <ProvenanceBadge provenance=provenance lang=lang/>
+            </h2>
+            <p class="step-meta">
+                <ProvenanceBadge provenance=provenance lang=lang/>
+                {(!ctx.embedded).then(|| view! { " "<a class="gloss-link" href="#glossary">{lang.pick("Words used here", "Le parole usate qui")}</a> })}
+            </p>
             <div class="summary">
                 <p class="label">{lang.pick("This run:", "Questa esecuzione:")}</p>
                 <ul class="facts">
@@ -99,10 +104,10 @@ pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
                     }).collect_view()}
                 </ul>
             </div>
-            {narrative}
             {state}
             {pages}
             {response}
+            {narrative}
             <SourceLinks sources=step.sources.clone() engine_base=cx.engine_base.clone() engine_commit=cx.engine_commit.clone() lang=lang/>
             <Events events=cx.events.clone() lang=lang/>
         </section>

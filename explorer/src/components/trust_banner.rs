@@ -1,42 +1,58 @@
 //! Whether the receipt on screen is authentic, in words.
 //!
 //! The static page states what the site builder checked; once scripts run,
-//! the browser repeats the check with the evidence crate compiled to wasm and
-//! the banner says so. A receipt that fails is flagged here and replaced by a
-//! warning in the replay.
+//! the browser fetches the receipt file the page links, verifies those bytes
+//! with the evidence crate compiled to wasm and the banner names the file and
+//! its SHA-256. A receipt that fails is flagged here, with the way back to
+//! the verified runs, and replaced by a warning in the replay.
 
 use leptos::prelude::*;
 
 use super::ReplayCtx;
 use crate::model::Shown;
 
+/// The first 16 hex digits of a digest, enough to compare by eye.
+fn short(hex: &str) -> String {
+    hex.get(..16).unwrap_or(hex).to_string()
+}
+
 #[component]
 pub fn TrustBanner() -> impl IntoView {
     let ctx = ReplayCtx::get();
-    let lang = ctx.data.with_value(|d| d.lang);
+    let (lang, root) = ctx.data.with_value(|d| (d.lang, d.root.clone()));
+    let embedded = ctx.embedded;
     move || {
+        let file = ctx.shown.with(|s| format!("{}.json", s.stem()));
         match (ctx.shown.get(), ctx.browser_checked.get()) {
-        (Shown::Verified { keyid, .. }, true) => view! {
+        (Shown::Verified { keyid, sha256, .. }, true) => view! {
             <p class="trust ok" id="kvw-trust" role="status">
                 <span aria-hidden="true">"✔ "</span>
-                {lang.pick("Verified with key ", "Verificata con la chiave ")}<code class="keyid">{keyid}</code>
-                {lang.pick(" — signature and digests checked in this browser.", " — firma e digest controllati in questo browser.")}
+                <strong>{lang.pick("Verified in this browser: ", "Verificata in questo browser: ")}</strong>
+                <code>{file}</code>" · sha256 "<code class="digest" title=sha256.clone()>{short(&sha256)}</code>
+                {lang.pick(" · key ", " · chiave ")}<code class="keyid" title=keyid.clone()>{short(&keyid)}</code>
             </p>
         }.into_any(),
-        (Shown::Verified { keyid, .. }, false) => view! {
+        (Shown::Verified { keyid, sha256, .. }, false) => view! {
             <p class="trust built" id="kvw-trust" role="status">
-                {lang.pick("Signature checked when this site was built, key ", "Firma controllata alla costruzione del sito, chiave ")}<code class="keyid">{keyid}</code>
-                {lang.pick(". With scripts on, your browser checks it again; offline: ", ". Con gli script attivi il browser la ricontrolla; offline: ")}<code>"kvw verify"</code>"."
+                {lang.pick("Checked when this site was built: ", "Controllata alla costruzione del sito: ")}
+                <code>{file}</code>" · sha256 "<code class="digest" title=sha256.clone()>{short(&sha256)}</code>
+                {lang.pick(" · key ", " · chiave ")}<code class="keyid" title=keyid.clone()>{short(&keyid)}</code>
             </p>
         }.into_any(),
         (Shown::Rejected { reason, .. }, _) => view! {
-            <p class="trust bad" id="kvw-trust" role="alert">
-                <span aria-hidden="true">"⚠ "</span>
-                {lang.pick("Not verified: ", "Non verificata: ")}{reason}
-            </p>
+            <div class="trust bad" id="kvw-trust" role="alert">
+                <p>
+                    <span aria-hidden="true">"⚠ "</span>
+                    <strong>{lang.pick("Not verified: ", "Non verificata: ")}</strong><code>{file}</code>" — "{reason}
+                </p>
+                {(!embedded).then(|| view! {
+                    <p><a href=format!("{root}index.html") id="kvw-back">{lang.pick("Back to the verified runs", "Torna alle esecuzioni verificate")}</a>
+                    " · "<a href=format!("{root}receipts/")>{lang.pick("all receipts", "tutte le ricevute")}</a></p>
+                })}
+            </div>
         }.into_any(),
         (Shown::Loading { .. }, _) => view! {
-            <p class="trust pending" id="kvw-trust" role="status">{lang.pick("Verifying…", "Verifica in corso…")}</p>
+            <p class="trust pending" id="kvw-trust" role="status">{lang.pick("Verifying ", "Verifica di ")}<code>{file}</code>"…"</p>
         }.into_any(),
     }
     }
