@@ -57,6 +57,10 @@ pub struct ServeArgs {
     pub addr: Option<SocketAddr>,
     #[command(flatten)]
     pub openai: OpenAiArgs,
+    /// Key that signs the receipts of `POST /api/probe` (default: the local
+    /// key, loaded on the first probe).
+    #[arg(long)]
+    pub signing_key: Option<PathBuf>,
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     pub for_seconds: Option<u64>,
@@ -196,8 +200,12 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
             .layer(middleware::from_fn_with_state(root.clone(), guard))
             .layer(cors);
     }
+    let probe_api = kvw_server::probe_api::ProbeApi::new(args.signing_key.clone());
+    app = kvw_server::probe_api::router(Arc::new(probe_api)).merge(app);
     if args.openai.openai {
         app = openai_router(&args.openai)?.merge(app);
+    } else {
+        app = app.route("/healthz", axum::routing::get(|| async { "ok\n" }));
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -210,12 +218,11 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
 
     let idle = Duration::from_secs(args.idle_timeout);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let for_seconds = args.for_seconds;
     let stop = async move {
-        match args.for_seconds {
+        match for_seconds {
             Some(seconds) => tokio::time::sleep(Duration::from_secs(seconds)).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            None => shutdown_signal().await,
         }
     };
     tokio::pin!(stop);
@@ -248,7 +255,38 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
             drop(permit);
         });
     }
+    // Graceful shutdown: stop accepting, let open connections finish (an
+    // idle keep-alive one closes at its idle timeout), for a bounded time.
+    tracing::info!("shutting down");
+    let _ = tokio::time::timeout(
+        idle.min(Duration::from_secs(10)),
+        slots.acquire_many(MAX_CONNECTIONS as u32),
+    )
+    .await;
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 fn status(code: StatusCode) -> Response {

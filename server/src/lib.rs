@@ -9,4 +9,5 @@ pub mod api_error;
 pub mod audit;
 pub mod keys;
 pub mod openai;
+pub mod probe_api;
 pub mod service;
