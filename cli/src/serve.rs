@@ -5,6 +5,12 @@
 //! only, so a preview is never exposed to the network by accident.
 //! `--for-seconds` makes it stop by itself (for tests and scripts).
 //! Responses allow cross-origin GETs so a page elsewhere can embed a replay.
+//! A file with a precompressed twin (`x.js.br`, `x.js.gz`) is answered with
+//! the twin when the client accepts that encoding; pages are sent with
+//! `Cache-Control: no-cache`, other files with a short max-age. With
+//! `--openai` the same server carries the OpenAI endpoint
+//! (`kvw_server::openai`); it always carries `POST /api/probe`
+//! (`kvw_server::probe_api`) and `/healthz`, and shuts down gracefully.
 //!
 //! What it defends against:
 //!
@@ -27,7 +33,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -306,9 +312,25 @@ async fn guard(State(root): State<Arc<PathBuf>>, request: Request<Body>, next: N
     if !allowed(&root, request.uri().path()) {
         return status(StatusCode::NOT_FOUND);
     }
-    let response = next.run(request).await;
+    let html = {
+        let p = request.uri().path();
+        p.ends_with('/') || p.ends_with(".html")
+    };
+    let mut response = next.run(request).await;
     if response.status().is_server_error() {
         return status(StatusCode::NOT_FOUND);
+    }
+    // Pages revalidate on every visit; other files may be reused briefly.
+    // A precompressed twin (`.br`, `.gz`) makes the answer vary by encoding.
+    let cache = if html {
+        "no-cache"
+    } else {
+        "public, max-age=300"
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    if !headers.contains_key(header::VARY) {
+        headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     }
     response
 }
