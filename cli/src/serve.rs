@@ -94,6 +94,9 @@ fn openai_router(a: &OpenAiArgs) -> anyhow::Result<Router> {
             )
         })?;
     let keys = kvw_server::keys::Keys::load(&a.keys, a.keys_file.as_deref())?;
+    if keys.is_open() {
+        errln!("note: no --key given; any bearer key is accepted and names its own tenant");
+    }
     let shape = kvw_server::service::ClusterShape {
         context_len: a.context_len,
         prefill_pool_tokens: a.pool_tokens,
