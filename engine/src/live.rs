@@ -253,6 +253,10 @@ impl PrefixCache {
     }
 }
 
+/// Virtual microseconds the engine may run behind the clock before virtual
+/// time waits for it.
+const MAX_LAG_US: u64 = 100;
+
 /// Longest the engine thread sleeps with nothing due.
 const IDLE_WAIT: Duration = Duration::from_millis(50);
 
@@ -270,14 +274,22 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Submit>) {
     let mut waiting: BTreeMap<u32, Pending> = BTreeMap::new();
     let start = Instant::now();
     let scale = config.clock_scale.max(1);
-    let now_us = || start.elapsed().as_micros() as u64 / scale;
+    // Virtual time stands still while the engine thread is behind, so every
+    // modelled duration is really waited for, however busy the machine is.
+    let mut behind = 0u64;
+    let now_us = |behind: u64| (start.elapsed().as_micros() as u64 / scale).saturating_sub(behind);
     let mut open = true;
     while open || !waiting.is_empty() {
-        sim.run_until(now_us());
+        let mut now = now_us(behind);
+        if let Some(at) = sim.next_event_at().filter(|&at| now > at + MAX_LAG_US) {
+            behind += now - at;
+            now = at;
+        }
+        sim.run_until(now);
         deliver(&mut sim, &mut waiting, config.early_reject);
         // The live engine answers; it does not narrate. Keep memory flat.
         sim.trace = Trace::new();
-        let now = now_us();
+        let now = now_us(behind);
         let wait = match sim.next_event_at() {
             Some(at) => Duration::from_micros(at.saturating_sub(now) * scale).min(IDLE_WAIT),
             None => IDLE_WAIT,
@@ -294,7 +306,7 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Submit>) {
             std::thread::sleep(wait);
         }
         for s in incoming {
-            let at = now_us();
+            let at = now_us(behind).max(sim.now);
             sim.run_until(at);
             let prompt_tokens = s.prompt.len();
             let cached_tokens = if prompt_tokens <= cap {

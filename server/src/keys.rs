@@ -4,13 +4,15 @@
 //! `--keys-file F` reads one `tenant:key` (or bare `key`) per line, `#`
 //! comments and blank lines skipped. A request's `Authorization: Bearer`
 //! key selects the tenant; an unknown or missing key is refused with 401.
+//! With no key configured the endpoint is open: any well-formed bearer key
+//! is accepted and names its own tenant (a local demo; still loopback only).
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{bail, Context};
 
-/// Key → tenant.
+/// Key → tenant; empty means open (every well-formed key is its own tenant).
 #[derive(Debug, Clone, Default)]
 pub struct Keys(HashMap<String, String>);
 
@@ -34,16 +36,21 @@ impl Keys {
                     .with_context(|| format!("{} line {}", path.display(), n + 1))?;
             }
         }
-        if map.is_empty() {
-            bail!("the OpenAI endpoint needs at least one --key or a --keys-file");
-        }
         Ok(Keys(map))
     }
 
     /// The tenant an `Authorization` header value names.
-    pub fn tenant(&self, authorization: Option<&str>) -> Option<&str> {
+    pub fn tenant<'a>(&'a self, authorization: Option<&'a str>) -> Option<&'a str> {
         let key = authorization?.strip_prefix("Bearer ")?.trim();
+        if self.0.is_empty() {
+            return well_formed(key).then_some(key);
+        }
         self.0.get(key).map(String::as_str)
+    }
+
+    /// Whether any well-formed key is accepted.
+    pub fn is_open(&self) -> bool {
+        self.0.is_empty()
     }
 
     pub fn len(&self) -> usize {
@@ -55,14 +62,16 @@ impl Keys {
     }
 }
 
+/// 1-128 letters, digits, `-`, `_` or `.`.
+fn well_formed(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
 fn add(map: &mut HashMap<String, String>, tenant: &str, key: &str) -> anyhow::Result<()> {
-    let ok = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 128
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-    };
-    if !ok(key) || !ok(tenant) {
+    if !well_formed(key) || !well_formed(tenant) {
         bail!("keys and tenant names are 1-128 letters, digits, '-', '_' or '.'");
     }
     map.insert(key.to_string(), tenant.to_string());

@@ -8,5 +8,8 @@
 pub mod api_error;
 pub mod audit;
 pub mod keys;
+pub mod listen;
 pub mod openai;
+pub mod probe_api;
 pub mod service;
+pub mod site;

@@ -76,7 +76,7 @@ pub fn router(state: Arc<OpenAi>) -> Router {
         .with_state(state)
 }
 
-fn tenant<'a>(s: &'a OpenAi, headers: &HeaderMap) -> Result<&'a str, ApiError> {
+fn tenant<'a>(s: &'a OpenAi, headers: &'a HeaderMap) -> Result<&'a str, ApiError> {
     let auth = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());

@@ -72,13 +72,22 @@ fn assert_error(status: u16, body: &str, want: u16, says: &str) {
     assert!(msg.contains(says), "{msg}");
 }
 
+/// Key, path, body, expected status, a word of the expected message.
+type Case = (
+    Option<&'static str>,
+    &'static str,
+    Vec<u8>,
+    u16,
+    &'static str,
+);
+
 #[test]
 fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
     let (port, _rt) = start();
     let c = "/v1/completions";
     let k = Some("k-one");
     let ok = br#"{"model":"kvw-echo","prompt":"^still here","max_tokens":5}"#;
-    let cases: Vec<(Option<&str>, &str, Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (None, c, ok.to_vec(), 401, "API key"),
         (Some("nope"), c, ok.to_vec(), 401, "API key"),
         (k, c, b"{\"model\": ".to_vec(), 400, "not valid JSON"),

@@ -1,0 +1,82 @@
+//! `kvw serve --dir` answers precompressed twins to clients that accept
+//! them, with cache headers, and keeps `/healthz` and `/api/probe` beside
+//! the site.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+fn get(port: u16, path: &str, extra: &str) -> (String, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    (
+        String::from_utf8_lossy(&out[..at]).to_lowercase(),
+        out[at + 4..].to_vec(),
+    )
+}
+
+#[test]
+fn precompressed_twins_and_cache_headers() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("index.html"), "<p>hi</p>").unwrap();
+    let js = "console.log('kvw');".repeat(50);
+    std::fs::write(site.path().join("app.js"), &js).unwrap();
+    let gz = Command::new("gzip")
+        .arg("-c")
+        .arg(site.path().join("app.js"))
+        .output()
+        .unwrap();
+    assert!(gz.status.success());
+    std::fs::write(site.path().join("app.js.gz"), &gz.stdout).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvw"))
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--for-seconds",
+            "30",
+            "--dir",
+        ])
+        .arg(site.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .trim()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let (head, body) = get(port, "/app.js", "Accept-Encoding: gzip\r\n");
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert_eq!(body, gz.stdout);
+    assert!(
+        head.contains("cache-control: public, max-age=300"),
+        "{head}"
+    );
+    assert!(head.contains("vary: accept-encoding"), "{head}");
+    let (head, body) = get(port, "/app.js", "");
+    assert!(!head.contains("content-encoding"), "{head}");
+    assert_eq!(body, js.as_bytes());
+    let (head, _) = get(port, "/", "");
+    assert!(head.contains("cache-control: no-cache"), "{head}");
+    let (head, body) = get(port, "/healthz", "");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert_eq!(body, b"ok\n");
+    let _ = child.kill();
+    let _ = child.wait();
+}
