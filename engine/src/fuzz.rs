@@ -442,17 +442,6 @@ fn candidates(c: &Case) -> Vec<Case> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generation_is_deterministic() {
-        assert_eq!(generate(5, 3), generate(5, 3));
-        assert_ne!(generate(5, 3), generate(5, 4));
-    }
-}
-
 /// A case's requests as a receipt records them.
 pub fn case_requests(case: &Case) -> Vec<kvw_evidence::scenario::FuzzRequest> {
     use kvw_evidence::scenario::{FuzzFault, FuzzRequest};
@@ -547,4 +536,15 @@ pub fn counterexample(
         trace_sha256: kvw_evidence::scenario::events_sha256(&again.events),
         events: again.events,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_is_deterministic() {
+        assert_eq!(generate(5, 3), generate(5, 3));
+        assert_ne!(generate(5, 3), generate(5, 4));
+    }
 }

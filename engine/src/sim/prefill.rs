@@ -227,16 +227,16 @@ fn alloc_metadata(sim: &mut Sim, i: u32) -> Option<usize> {
     Some(slot.index as usize)
 }
 
-/// What retiring at the door does to the request's session (PR #38935).
+/// What retiring at the door does to the request's session (PR #38935):
+/// a streaming session's active slot is detached, a non-streaming session
+/// is left alone (a rule that detaches one anyway is recorded as such).
 fn retire_session(sim: &mut Sim, i: u32, req: &Req) {
-    match (sim.doors.session_effect)(req.session.as_ref()) {
-        SessionEffect::DetachActiveSlot => sim.session_release(i, RA::Detach),
-        SessionEffect::Untouched | SessionEffect::None => {}
+    if (sim.doors.session_effect)(req.session.as_ref()) != SessionEffect::DetachActiveSlot {
+        return;
     }
-    // A variant that detaches a non-streaming session shows up as an event.
-    if (sim.doors.session_effect)(req.session.as_ref()) == SessionEffect::DetachActiveSlot
-        && req.session.as_ref().is_some_and(|s| !s.streaming)
-    {
+    if req.session.as_ref().is_some_and(|s| s.streaming) {
+        sim.session_release(i, RA::Detach);
+    } else {
         sim.resource(i, Worker::Prefill, RK::SessionSlot, RA::Detach, 0);
     }
 }
