@@ -371,9 +371,13 @@ fn watch<C: Checker<PdModel>>(
         max_depth: c.max_depth(),
         elapsed: start.elapsed(),
     };
+    // Poll quickly at first so a small check's time is its own, not the
+    // poll interval's; then every 250 ms.
+    let mut wait = Duration::from_millis(1);
     while !c.is_done() {
         progress(report(&c));
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(Duration::from_millis(250));
     }
     let c = c.join();
     progress(report(&c));
