@@ -45,7 +45,7 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Build the static explorer site from a bundle.
     Site(site::SiteArgs),
-    /// Serve a built site on 127.0.0.1.
+    /// Serve a built site and the probe API on 127.0.0.1, or (--openai) a multi-tenant OpenAI-compatible endpoint.
     Serve(serve::ServeArgs),
     /// Write a new ed25519 signing key pair.
     Keygen(keygen::KeygenArgs),

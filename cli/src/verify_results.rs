@@ -1,4 +1,4 @@
-//! `kvw verify` for scenario, gates and fuzz receipts.
+//! `kvw verify` for scenario, gates, fuzz and audit receipts.
 //!
 //! The envelope, signature and subject digest are checked by
 //! `kvw_evidence`; this adds the kind's own check and, with `--reproduce`,
@@ -8,6 +8,7 @@
 
 use kvw_engine::fuzz;
 use kvw_engine::scenarios::receipts;
+use kvw_evidence::audit::{AuditPredicate, GateResult, AUDIT_PREDICATE_TYPE};
 use kvw_evidence::bundle::ReceiptOk;
 use kvw_evidence::scenario::{
     events_sha256, reproducible_sha256, FuzzPredicate, GatesPredicate, ScenarioPredicate,
@@ -17,7 +18,7 @@ use kvw_evidence::VerifiedStatement;
 
 use crate::gates::fixes_text as fix_list;
 
-/// The line of a scenario, gates or fuzz receipt; `None` for other kinds.
+/// The line of a scenario, gates, fuzz or audit receipt; `None` for other kinds.
 pub fn check(statement: &VerifiedStatement, reproduce: bool) -> Result<Option<ReceiptOk>, String> {
     let name = statement.name.clone();
     let ok = |label: String, outcome: String| {
@@ -91,6 +92,30 @@ pub fn check(statement: &VerifiedStatement, reproduce: bool) -> Result<Option<Re
                     ),
                     None => "no invariant broken".into(),
                 },
+            )
+        }
+        AUDIT_PREDICATE_TYPE => {
+            let p: AuditPredicate = statement.parse().map_err(|e| e.to_string())?;
+            if reproduce {
+                return Err(
+                    "--reproduce cannot re-run an audit receipt: it records traffic to an \
+                     endpoint; run kvw audit against it again"
+                        .into(),
+                );
+            }
+            let result = match p.result {
+                GateResult::Pass => "pass",
+                GateResult::Fail => "fail",
+                GateResult::Inconclusive => "inconclusive",
+            };
+            ok(
+                format!(
+                    "audit {} of {} ({} exchanges)",
+                    p.gate,
+                    p.endpoint,
+                    p.exchanges.len()
+                ),
+                format!("{result}: {}", p.reason),
             )
         }
         _ => Ok(None),

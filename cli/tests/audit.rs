@@ -68,6 +68,8 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
     let key = dir.path().join("signing.key");
     let signer = kvw_evidence::Signer::generate();
     signer.save(&key).unwrap();
+    let public = dir.path().join("kvw.pub.json");
+    signer.public().save(&public).unwrap();
     let out = dir.path().join("receipts");
     let o = Command::new(KVW)
         .args([
@@ -97,6 +99,20 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
         let bytes = std::fs::read(&path).unwrap();
         let v = kvw_evidence::verify_statement(&bytes, &signer.public()).unwrap();
         receipts.push(v.parse::<AuditPredicate>().unwrap());
+        // `kvw verify` accepts the same file and names its gate.
+        let check = Command::new(KVW)
+            .arg("verify")
+            .arg(&path)
+            .arg("--key")
+            .arg(&public)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            check.status.success(),
+            "kvw verify refused {path:?}: {said}"
+        );
+        assert!(said.contains(&format!("audit {}", g["gate"].as_str().unwrap())));
     }
     Audited {
         code: o.status.code(),
