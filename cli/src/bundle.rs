@@ -18,8 +18,7 @@ use anyhow::{anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use kvw_evidence::bundle::{check_target, VerifyOptions};
 use kvw_evidence::{
-    sign_predicate, verify_bundle, write_bundle, Fix, PoisonMode, ProbeConfig, ProbePredicate,
-    Scale, Signer,
+    sign_predicate, verify_bundle, Fix, PoisonMode, ProbeConfig, ProbePredicate, Scale, Signer,
 };
 use rayon::prelude::*;
 
@@ -57,6 +56,29 @@ pub struct BundleArgs {
     /// raise, pool ≥ context) for a smaller published bundle.
     #[arg(long, value_enum, default_value = "full")]
     pub incident_matrix: MatrixSize,
+
+    /// A model-check receipt (`kvw check --out`) to carry too, signed by the
+    /// same key; repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub model_check: Vec<PathBuf>,
+}
+
+/// The model-check receipts to carry, read before any probe runs.
+fn read_model_checks(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, kvw_evidence::Envelope)>> {
+    paths
+        .iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| anyhow!("--model-check {} has no file name", path.display()))?;
+            let bytes =
+                std::fs::read(path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?;
+            let envelope = kvw_evidence::Envelope::from_json(&bytes)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            Ok((name.to_string(), envelope))
+        })
+        .collect()
 }
 
 /// How many fix combinations a scale gets.
@@ -161,6 +183,7 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     }
     // Refuse an unusable --out before minutes of probes, not after.
     check_target(&args.out).map_err(|e| anyhow!("{e}"))?;
+    let model_checks = read_model_checks(&args.model_check)?;
     let (signer, key_path) = match &args.key {
         Some(path) => (
             Signer::load(path).map_err(|e| anyhow!("{e}"))?,
@@ -197,7 +220,13 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     }
     let count = receipts.len();
     let public = signer.public();
-    let written = write_bundle(&args.out, receipts, &signer).map_err(|e| anyhow!("{e}"))?;
+    let written = kvw_evidence::bundle::write_bundle_with_model_checks(
+        &args.out,
+        receipts,
+        model_checks,
+        &signer,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
 
     // Read back what was written, as a reader would.
     let report = verify_bundle(

@@ -8,7 +8,7 @@
 use std::fs;
 
 use kvw_check::{run, CheckOptions, FaultBudget};
-use kvw_evidence::bundle::write_bundle_with_model_checks;
+use kvw_evidence::bundle::{verify_bundle, write_bundle_with_model_checks, VerifyOptions};
 use kvw_evidence::keys::Signer;
 use kvw_evidence::receipt::{sign_predicate, sign_statement};
 use kvw_evidence::sample::{sample_config, sample_name, sample_predicate};
@@ -51,6 +51,18 @@ fn model_check_site(fixes: &[Fix], stem: &str) -> (String, usize) {
     let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
     write_bundle_with_model_checks(&bundle, probes, vec![(name, envelope)], &signer)
         .expect("a bundle may carry a model-check receipt");
+    // `kvw verify` accepts the bundle and checks the model-check receipt too.
+    let verified = verify_bundle(&bundle, &VerifyOptions::default()).expect("the bundle verifies");
+    assert!(verified.ok(), "{}", verified.summary());
+    let line = verified
+        .receipts
+        .iter()
+        .find(|l| l.file == format!("receipts/{stem}.json"))
+        .expect("a line for the model check");
+    assert!(line
+        .result
+        .as_ref()
+        .is_ok_and(|ok| ok.label.starts_with("model check")));
     let mut opts = SiteOptions::new(&bundle, &out);
     opts.wasm_dir = None;
     build_site(&opts).expect("the site builds");
