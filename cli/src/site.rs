@@ -85,6 +85,14 @@ fn run_build(args: SiteBuildArgs) -> anyhow::Result<()> {
             clean(reason)
         );
     }
+    let c = report.compressed;
+    outln!(
+        "precompressed {} files: {} bytes → {} gzip, {} brotli",
+        c.files,
+        c.raw,
+        c.gzip,
+        c.brotli
+    )?;
     outln!("open {}", report.index.display())?;
     if report.verified.is_empty() {
         bail!("no receipt of {} verified", args.bundle.display());

@@ -218,3 +218,52 @@ fn compare_pages_mark_the_first_divergent_step() {
         "the replay links to its comparison"
     );
 }
+
+#[test]
+fn pages_embed_the_receipt_digest_not_the_receipt_and_share_one_catalog() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
+    write_sample_bundle(&bundle).unwrap();
+    let report = build(&bundle, &out);
+    let sums = fs::read_to_string(bundle.join("SHA256SUMS")).unwrap();
+    let catalog = fs::read(out.join("catalog.json")).unwrap();
+    let catalog_sha = kvw_evidence::canonical::sha256_hex(&catalog);
+    for stem in &report.verified {
+        let html = fs::read_to_string(out.join("en").join(format!("{stem}.html"))).unwrap();
+        let json = html
+            .split("id=\"kvw-page\">")
+            .nth(1)
+            .and_then(|t| t.split("</script>").next())
+            .unwrap();
+        let data: kvw_explorer::PageData = serde_json::from_str(json).unwrap();
+        // The digest the browser checks the fetched file against is the
+        // bundle's own SHA256SUMS line for that file.
+        let line = format!("{}  receipts/{stem}.json", data.receipt_sha256);
+        assert!(sums.lines().any(|l| l == line), "{stem}: {line}");
+        assert_eq!(data.catalog_sha256, catalog_sha);
+        assert!(
+            !json.contains("\"payload\""),
+            "{stem}: the envelope is fetched, not embedded"
+        );
+        assert!(
+            !json.contains("\"catalog\""),
+            "{stem}: the catalog is fetched, not embedded"
+        );
+        let copy = fs::read(out.join("receipts").join(format!("{stem}.json"))).unwrap();
+        assert_eq!(
+            kvw_evidence::canonical::sha256_hex(&copy),
+            data.receipt_sha256
+        );
+    }
+    // Every text file has smaller gzip and brotli copies next to it.
+    for name in ["index.html", "catalog.json", "style.css", "embed.js"] {
+        let raw = fs::metadata(out.join(name)).unwrap().len();
+        for ext in ["gz", "br"] {
+            let packed = fs::metadata(out.join(format!("{name}.{ext}")))
+                .unwrap()
+                .len();
+            assert!(packed < raw, "{name}.{ext}: {packed} ≥ {raw}");
+        }
+    }
+    assert!(report.compressed.files > 0 && report.compressed.brotli < report.compressed.raw);
+}

@@ -4,18 +4,18 @@
 #
 #   scripts/ci/explorer.sh [BUNDLE_DIR]
 #
-# BUNDLE_DIR defaults to the explorer's sample fixture
-# (explorer/tests/fixtures/bundle); pass the output of `kvw bundle` to test
-# the real receipts. Installs what is missing: the wasm32 target,
+# BUNDLE_DIR defaults to the published bundle (evidence/bundles/incident,
+# re-verified by the Rust tests); pass the output of `kvw bundle` to test
+# another. Installs what is missing: the wasm32 target,
 # wasm-bindgen-cli 0.2.130, binaryen (npm, into the cache), Chromium (apt),
-# and the test's npm packages. Cache: ${KVW_CACHE:-$HOME/.cache/kvwitness}.
+# and the test's npm packages (playwright-core, axe-core). Cache: ${KVW_CACHE:-$HOME/.cache/kvwitness}.
 # Outputs: site in ${KVW_SITE_OUT:-target/explorer-site}, screenshots in
 # ${KVW_SHOTS_DIR:-target/explorer-screenshots}.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-BUNDLE=$(realpath "${1:-explorer/tests/fixtures/bundle}")
+BUNDLE=$(realpath "${1:-evidence/bundles/incident}")
 export KVW_CACHE=${KVW_CACHE:-$HOME/.cache/kvwitness}
 SITE_OUT=$(realpath -m "${KVW_SITE_OUT:-target/explorer-site}")
 export KVW_SHOTS_DIR=$(realpath -m "${KVW_SHOTS_DIR:-target/explorer-screenshots}")

@@ -174,13 +174,22 @@ fn summary(view: &PageView, lang: Lang) -> String {
         pages::total(&view.transferred),
         pages::total(&view.read),
     );
+    // "8→5" is a run counted down: say so where one appears.
+    let arrow = if pages::ranges_label(&view.reserved).contains('→') {
+        lang.pick(
+            ", in page-table order; 8→5 means 8, 7, 6, 5",
+            ", nell'ordine della tabella delle pagine; 8→5 vuol dire 8, 7, 6, 5",
+        )
+    } else {
+        ""
+    };
     match lang {
         Lang::En => format!(
-            "Reserved {reserved} page(s) [{}]; the transfer wrote {transferred} [{}]; attention read {read} [{}], of which {foreign} left by another tenant and {same} by the same tenant.",
+            "Decode reserved {reserved} page(s) for this request (pages {}{arrow}); the transfer wrote {transferred} (pages {}); attention read {read} (pages {}), of which {foreign} were left by another tenant and {same} by the same tenant.",
             pages::ranges_label(&view.reserved), pages::ranges_label(&view.transferred), pages::ranges_label(&view.read)
         ),
         Lang::It => format!(
-            "Riservate {reserved} pagine [{}]; il trasferimento ne ha scritte {transferred} [{}]; l'attenzione ne ha lette {read} [{}], di cui {foreign} lasciate da un altro tenant e {same} dallo stesso tenant.",
+            "Il decode ha riservato {reserved} pagine per questa richiesta (pagine {}{arrow}); il trasferimento ne ha scritte {transferred} (pagine {}); l'attenzione ne ha lette {read} (pagine {}), di cui {foreign} lasciate da un altro tenant e {same} dallo stesso tenant.",
             pages::ranges_label(&view.reserved), pages::ranges_label(&view.transferred), pages::ranges_label(&view.read)
         ),
     }

@@ -18,7 +18,7 @@ pub fn SourceLinks(
     }
     view! {
         <div class="sources">
-            <h4>{lang.pick("Source lines", "Righe di codice")}</h4>
+            <h3 class="sub">{lang.pick("Source lines", "Righe di codice")}</h3>
             <ul>
                 {sources.into_iter().map(|s| {
                     let href = source_url(&s, &engine_base, &engine_commit);
