@@ -130,6 +130,7 @@ fn trusted_key_and_wrong_trusted_key() {
         &VerifyOptions {
             trusted_key: Some(signer().public()),
             reproduce: None,
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -142,6 +143,7 @@ fn trusted_key_and_wrong_trusted_key() {
         &VerifyOptions {
             trusted_key: Some(other),
             reproduce: None,
+            reproduce_other: None,
         },
     )
     .unwrap_err();
@@ -165,6 +167,7 @@ fn reproduce_callback() {
         &VerifyOptions {
             trusted_key: None,
             reproduce: Some(&same),
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -181,6 +184,7 @@ fn reproduce_callback() {
         &VerifyOptions {
             trusted_key: None,
             reproduce: Some(&different),
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -196,6 +200,7 @@ fn reproduce_callback() {
         &VerifyOptions {
             trusted_key: None,
             reproduce: Some(&failing),
+            reproduce_other: None,
         },
     )
     .unwrap();
