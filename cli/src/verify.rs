@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail};
 
 use crate::out::{clean, clean_lines};
-use kvw_evidence::bundle::others;
 use kvw_evidence::bundle::{check_reproduction, describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
+use kvw_evidence::kinds;
 use kvw_evidence::receipt::{check_receipt_name, verify_statement_file};
 use kvw_evidence::VerifiedReceipt;
 use kvw_evidence::{
@@ -183,7 +183,7 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
         ));
     }
     if statement.predicate_type != PREDICATE_TYPE {
-        let (label, outcome) = others::describe(&statement)?;
+        let (label, outcome) = kinds::describe(&statement)?;
         let reproduced = reproduce && crate::verify_results::reproduce(&statement)?;
         if reproduce && !reproduced {
             return Err(format!(

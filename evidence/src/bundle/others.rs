@@ -6,28 +6,17 @@
 //! signed by the bundle key under its file name, covered by the signed
 //! manifest like every receipt, and listed in the index's `others` with its
 //! `predicateType`, a label and an outcome line and its subject digest, all
-//! recomputed from the receipt on verification. [`describe`] is the one
-//! place that knows which kinds exist and how each is summarised; a re-run
+//! recomputed from the receipt on verification. [`crate::kinds::describe`]
+//! is the one place that knows which kinds exist and how each is summarised;
+//! a re-run
 //! (`--reproduce`) is the caller's, through
 //! [`ReproduceOtherFn`](super::verify::ReproduceOtherFn), since the
 //! evidence crate runs nothing.
 
 use serde::{Deserialize, Serialize};
 
-use crate::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
+pub use crate::kinds::{describe, OTHER_PREDICATE_TYPES};
 use crate::receipt::VerifiedStatement;
-use crate::scenario::{
-    fixes_text, FuzzPredicate, GatesPredicate, ScenarioPredicate, ScenarioStatus,
-    FUZZ_PREDICATE_TYPE, GATES_PREDICATE_TYPE, SCENARIO_PREDICATE_TYPE,
-};
-
-/// Every `predicateType` besides the probe's that a bundle may carry.
-pub const OTHER_PREDICATE_TYPES: [&str; 4] = [
-    MODEL_CHECK_PREDICATE_TYPE,
-    SCENARIO_PREDICATE_TYPE,
-    GATES_PREDICATE_TYPE,
-    FUZZ_PREDICATE_TYPE,
-];
 
 /// A receipt of another kind as listed in `index.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,85 +45,5 @@ impl OtherEntry {
             outcome,
             predicate_sha256: statement.predicate_sha256.clone(),
         })
-    }
-}
-
-/// The status as the receipts spell it.
-pub fn status_name(s: ScenarioStatus) -> &'static str {
-    match s {
-        ScenarioStatus::Pass => "pass",
-        ScenarioStatus::Fail => "fail",
-        ScenarioStatus::NotExercised => "not exercised",
-    }
-}
-
-/// Parse a statement of another kind (running the kind's own check) and
-/// say what it is and what it came to; an error for a probe receipt or a
-/// kind this crate does not know.
-pub fn describe(statement: &VerifiedStatement) -> Result<(String, String), String> {
-    let e = |e: crate::EvidenceError| e.to_string();
-    match statement.predicate_type.as_str() {
-        MODEL_CHECK_PREDICATE_TYPE => {
-            let p: ModelCheckPredicate = statement.parse().map_err(e)?;
-            Ok((
-                format!(
-                    "model check, {} request(s), {} tenant(s), {} decode pages, fixes={}",
-                    p.model.requests,
-                    p.model.tenants,
-                    p.model.decode_pages,
-                    p.model.fix_list()
-                ),
-                p.summary(),
-            ))
-        }
-        SCENARIO_PREDICATE_TYPE => {
-            let p: ScenarioPredicate = statement.parse().map_err(e)?;
-            Ok((
-                format!(
-                    "scenario {} fixes={}",
-                    p.scenario.name,
-                    fixes_text(&p.fixes)
-                ),
-                format!("{}: {}", status_name(p.status), p.why),
-            ))
-        }
-        GATES_PREDICATE_TYPE => {
-            let p: GatesPredicate = statement.parse().map_err(e)?;
-            let count = |s| p.rows.iter().filter(|r| r.status == s).count();
-            Ok((
-                format!("gates fixes={}", fixes_text(&p.fixes)),
-                format!(
-                    "{} of {} rows pass, {} fail, {} not exercised",
-                    count(ScenarioStatus::Pass),
-                    p.rows.len(),
-                    count(ScenarioStatus::Fail),
-                    count(ScenarioStatus::NotExercised)
-                ),
-            ))
-        }
-        FUZZ_PREDICATE_TYPE => {
-            let p: FuzzPredicate = statement.parse().map_err(e)?;
-            Ok((
-                format!(
-                    "fuzz fixes={} seed={} runs={}",
-                    fixes_text(&p.fixes),
-                    p.seed,
-                    p.runs
-                ),
-                match &p.counterexample {
-                    Some(c) => format!(
-                        "{} violating run(s); shrunk to {} request(s): {}",
-                        p.violating_runs,
-                        c.requests.len(),
-                        c.invariant
-                    ),
-                    None => "no invariant broken".into(),
-                },
-            ))
-        }
-        other => Err(format!(
-            "predicate type {other:?} is not one a bundle carries beside probe runs (known: {})",
-            OTHER_PREDICATE_TYPES.join(", ")
-        )),
     }
 }
