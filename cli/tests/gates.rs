@@ -139,7 +139,10 @@ fn a_bundle_carries_the_gate_runs_for_none_and_all_and_reproduces_them() {
         none.starts_with("ok") && none.contains("[reproduced]"),
         "{none}"
     );
-    assert!(!none.contains(", 0 fail,"), "without fixes some rows fail: {none}");
+    assert!(
+        !none.contains(", 0 fail,"),
+        "without fixes some rows fail: {none}"
+    );
     let all = line("gates-fixes-all.json");
     assert!(all.contains(&format!("{n} of {n} rows pass")), "{all}");
     let pre = line("scenario-late_write_corrupts_next_tenant-fixes-none.json");

@@ -706,7 +706,7 @@ fn render_site(
         crate::model_check_page::write_model_check_pages(&bundle.model_checks, out, |p, s| {
             write(p, s)
         })?;
-    pages += bundle.results.write_pages(out, |p, s| write(p, s))?;
+    pages += bundle.results.write_pages(out, write)?;
     for l in loaded.iter().filter(|l| !l.envelope.is_empty()) {
         write(
             &out.join("receipts").join(format!("{}.json", l.stem)),
