@@ -46,6 +46,15 @@ fn field_text(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::Null => "None".into(),
         serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", field_text(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        serde_json::Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(field_text).collect::<Vec<_>>().join(", ")
+        ),
         other => other.to_string(),
     }
 }
