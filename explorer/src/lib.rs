@@ -32,6 +32,8 @@ pub mod trust;
 #[cfg(feature = "ssr")]
 pub mod compress;
 #[cfg(feature = "ssr")]
+pub mod fuzz_page;
+#[cfg(feature = "ssr")]
 pub mod gates_page;
 #[cfg(feature = "ssr")]
 pub mod markdown;

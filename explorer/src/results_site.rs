@@ -2,20 +2,25 @@
 //! bundle and writing their pages.
 //!
 //! The site builder hands every receipt here first ([`LoadedResults::take`]);
-//! a scenario or gates receipt that verifies with the bundle key under its
+//! a scenario, gates or fuzz receipt that verifies with the bundle key under its
 //! file name is kept, and every other receipt goes on to its own path. Then
 //! [`LoadedResults::write_pages`] writes, per language, `gates.html` (every
 //! gates receipt's table, [`crate::gates_page`]) and one replay per scenario
-//! receipt (`<stem>.html`, [`crate::scenario_page`]), plus the receipts
+//! receipt and randomized-run receipt (`<stem>.html`,
+//! [`crate::scenario_page`], [`crate::fuzz_page`]), plus the receipts
 //! themselves under `receipts/`. The pages are static and need no script.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use kvw_evidence::keys::PublicKey;
-use kvw_evidence::scenario::{ScenarioPredicate, GATES_PREDICATE_TYPE, SCENARIO_PREDICATE_TYPE};
+use kvw_evidence::scenario::{
+    FuzzPredicate, ScenarioPredicate, FUZZ_PREDICATE_TYPE, GATES_PREDICATE_TYPE,
+    SCENARIO_PREDICATE_TYPE,
+};
 use leptos::prelude::*;
 
+use crate::fuzz_page::FuzzView;
 use crate::gates_page::{GatesTable, GatesView};
 use crate::i18n::Lang;
 use crate::scenario_page::ScenarioView;
@@ -31,6 +36,8 @@ pub struct LoadedResults {
     pub gates: Vec<(GatesTable, Vec<u8>)>,
     /// Scenario receipts: stem, envelope as stored, predicate.
     pub scenarios: Vec<(String, Vec<u8>, ScenarioPredicate)>,
+    /// Randomized-run receipts: stem, envelope as stored, predicate.
+    pub fuzz: Vec<(String, Vec<u8>, FuzzPredicate)>,
 }
 
 impl LoadedResults {
@@ -62,6 +69,13 @@ impl LoadedResults {
                 Ok(p) => {
                     self.scenarios
                         .push((stem.to_string(), envelope.to_vec(), p));
+                    true
+                }
+                Err(_) => false,
+            },
+            FUZZ_PREDICATE_TYPE => match statement.parse() {
+                Ok(p) => {
+                    self.fuzz.push((stem.to_string(), envelope.to_vec(), p));
                     true
                 }
                 Err(_) => false,
@@ -112,12 +126,22 @@ impl LoadedResults {
                 write(&dir.join(&file), page(lang, &title, &file, &body))?;
                 pages += 1;
             }
+            for (stem, _, p) in &self.fuzz {
+                let (stem_owned, predicate) = (stem.clone(), p.clone());
+                let body = Owner::new().with(|| {
+                    view! { <FuzzView stem=stem_owned predicate=predicate lang=lang/> }.to_html()
+                });
+                let file = format!("{stem}.html");
+                write(&dir.join(&file), page(lang, stem, &file, &body))?;
+                pages += 1;
+            }
         }
         let envelopes = self
             .gates
             .iter()
             .map(|(t, e)| (&t.stem, e))
-            .chain(self.scenarios.iter().map(|(s, e, _)| (s, e)));
+            .chain(self.scenarios.iter().map(|(s, e, _)| (s, e)))
+            .chain(self.fuzz.iter().map(|(s, e, _)| (s, e)));
         for (stem, envelope) in envelopes {
             let path = out.join("receipts").join(format!("{stem}.json"));
             write(&path, String::from_utf8_lossy(envelope).into_owned())?;

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use kvw_evidence::scenario::{ScenarioPredicate, ScenarioStatus};
+use kvw_evidence::scenario::{EventPages, ScenarioPredicate, ScenarioStatus};
 use kvw_evidence::{Event, PageView};
 use leptos::prelude::*;
 
@@ -115,6 +115,55 @@ fn ScenarioStep(
     }
 }
 
+/// Typed events as numbered steps (`#step-N`), each with the page grid
+/// where the receipt pictures the pools after it.
+#[component]
+pub fn EventSteps(events: Vec<Event>, pages: Vec<EventPages>, lang: Lang) -> impl IntoView {
+    let pictures: BTreeMap<usize, PageView> = pages
+        .into_iter()
+        .map(|e| (e.event as usize, e.view))
+        .collect();
+    let mut held = None;
+    let steps = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| {
+            let n = i + 1;
+            let picture = pictures.get(&i).cloned();
+            let held_from = held;
+            if picture.is_some() {
+                held = Some(n);
+            }
+            view! { <ScenarioStep n=n event=event picture=picture held_from=held_from lang=lang/> }
+        })
+        .collect_view();
+    view! { <ol class="sc-steps">{steps}</ol> }
+}
+
+/// The requests of a run, one line each.
+pub fn requests_list(requests: &[kvw_evidence::RequestInfo], lang: Lang) -> impl IntoView {
+    let items = requests
+        .iter()
+        .map(|r| {
+            let text = format!(
+                "{} ({}, {} {}, {} µs){}",
+                r.rid,
+                r.tenant,
+                r.prompt_len,
+                lang.pick("prompt tokens", "token di prompt"),
+                r.arrival_us,
+                if r.probed {
+                    lang.pick(" — the pictured request", " — la richiesta nelle immagini")
+                } else {
+                    ""
+                }
+            );
+            view! { <li>{text}</li> }
+        })
+        .collect_view();
+    view! { <ul class="sc-requests">{items}</ul> }
+}
+
 /// A scenario receipt: what it is, its result, and its events step by step.
 #[component]
 pub fn ScenarioView(
@@ -160,46 +209,8 @@ pub fn ScenarioView(
         (lang.pick("Observed", "Osservato"), p.observed.clone()),
         (lang.pick("Why", "Perché"), p.why.clone()),
     ];
-    let requests = p
-        .requests
-        .iter()
-        .map(|r| {
-            let text = format!(
-                "{} ({}, {} {}, {} µs){}",
-                r.rid,
-                r.tenant,
-                r.prompt_len,
-                lang.pick("prompt tokens", "token di prompt"),
-                r.arrival_us,
-                if r.probed {
-                    lang.pick(" — the pictured request", " — la richiesta nelle immagini")
-                } else {
-                    ""
-                }
-            );
-            view! { <li>{text}</li> }
-        })
-        .collect_view();
-    let pictures: BTreeMap<usize, PageView> = p
-        .pages
-        .into_iter()
-        .map(|e| (e.event as usize, e.view))
-        .collect();
-    let mut held = None;
-    let steps = p
-        .events
-        .into_iter()
-        .enumerate()
-        .map(|(i, event)| {
-            let n = i + 1;
-            let picture = pictures.get(&i).cloned();
-            let held_from = held;
-            if picture.is_some() {
-                held = Some(n);
-            }
-            view! { <ScenarioStep n=n event=event picture=picture held_from=held_from lang=lang/> }
-        })
-        .collect_view();
+    let requests = requests_list(&p.requests, lang);
+    let steps = view! { <EventSteps events=p.events pages=p.pages lang=lang/> };
     let status = status_text(p.status, lang);
     let slug = status_slug(p.status);
     let back = gates_href.map(|href| {
@@ -216,9 +227,9 @@ pub fn ScenarioView(
                 {facts.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
             </dl>
             <h2>{lang.pick("Requests", "Richieste")}</h2>
-            <ul class="sc-requests">{requests}</ul>
+            {requests}
             <h2>{lang.pick("Events, step by step", "Eventi, passo per passo")}</h2>
-            <ol class="sc-steps">{steps}</ol>
+            {steps}
         </article>
     }
 }

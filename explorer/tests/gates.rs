@@ -57,6 +57,7 @@ fn site() -> Site {
             others.push((name.clone(), sign_statement(&name, &p, &signer).unwrap()));
         }
     }
+    others.push(fuzz_receipt(&signer));
     let probes = sample_matrix()
         .into_iter()
         .map(|(scale, fixes)| {
@@ -79,6 +80,38 @@ fn site() -> Site {
         replayed: replayed.expect("the replayed scenario ran"),
         rows,
     }
+}
+
+/// The first violating random case without fixes, shrunk, as a signed
+/// fuzz receipt.
+fn fuzz_receipt(signer: &Signer) -> (String, kvw_evidence::Envelope) {
+    use kvw_engine::fuzz;
+    use kvw_evidence::scenario::{FuzzPredicate, InvariantCount};
+    let (i, case, inv) = (0..500)
+        .find_map(|i| {
+            let case = fuzz::generate(2026, i);
+            let v = fuzz::run_case(&case, &[]).violation?;
+            Some((i, case, v.invariant))
+        })
+        .expect("a violating case without fixes");
+    let small = fuzz::shrink(&case, &[], inv);
+    let c = fuzz::counterexample(i, &case, &small, &[]).expect("the shrunk case still fails");
+    let p = FuzzPredicate {
+        engine: kvw_engine::probe::engine_info(),
+        fixes: vec![],
+        seed: 2026,
+        runs: i + 1,
+        violating_runs: 1,
+        stalled_runs: 0,
+        by_invariant: vec![InvariantCount {
+            invariant: c.invariant.clone(),
+            runs: 1,
+        }],
+        counterexample: Some(c),
+    };
+    let name = "fuzz-fixes-none-seed-2026.json".to_string();
+    let envelope = sign_statement(&name, &p, signer).unwrap();
+    (name, envelope)
 }
 
 fn read(site: &Site, lang: &str, file: &str) -> String {
@@ -189,4 +222,31 @@ fn a_scenario_page_replays_every_event_on_the_page_grid() {
         .join("receipts")
         .join(format!("{}.json", scenario_stem(REPLAYED, &[])))
         .is_file());
+}
+
+#[test]
+fn a_shrunk_fuzz_case_replays_with_its_pictures_and_the_breaking_step() {
+    let site = site();
+    let html = read(&site, "en", "fuzz-fixes-none-seed-2026.html");
+    assert!(!html.contains("<script"));
+    let at = html
+        .find("<p class=\"fz-broke\"><a href=\"#step-")
+        .expect("a link to the breaking step");
+    let n: usize = html[at..]
+        .trim_start_matches("<p class=\"fz-broke\"><a href=\"#step-")
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        html.contains(&format!("<li id=\"step-{n}\"")),
+        "step {n} exists"
+    );
+    assert!(
+        html.contains("<figure class=\"pool\""),
+        "the shrunk case draws its pages"
+    );
+    assert!(html.contains("Broken:"));
+    assert!(read(&site, "it", "fuzz-fixes-none-seed-2026.html").contains("Violato:"));
 }
