@@ -110,6 +110,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let opts = VerifyOptions {
         trusted_key: Some(signer.public()),
         reproduce: None,
+        reproduce_other: None,
     };
     let (t_verify, report) = best(args.reps, || verify_bundle(&dir, &opts));
     let report = report?;

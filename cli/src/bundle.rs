@@ -4,9 +4,12 @@
 //! scale, the incident probe with every combination of the six boolean fix
 //! switches (64 runs), plus `poison-on-free` in `log` and `refuse` mode with no
 //! fixes, plus the configuration answer (prefill pool raised to the context
-//! length). Each run is signed and the lot is written with
-//! [`kvw_evidence::write_bundle`], which builds the folder beside its
-//! destination and renames it into place, so a failed run leaves nothing.
+//! length). Beside them go the gate runs for no fixes and for every fix: the
+//! gates receipt of each and the scenario receipts its rows refer to, named
+//! as `kvw gates --out` names them. Each run is signed and the lot is
+//! written with [`kvw_evidence::bundle::write_bundle_with_others`], which
+//! builds the folder beside its destination and renames it into place, so a
+//! failed run leaves nothing.
 //!
 //! Runs are independent and deterministic, so they are spread over the
 //! machine's cores; receipts are ordered by name, not by finishing time, and
@@ -16,7 +19,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use kvw_evidence::bundle::{check_target, VerifyOptions};
+use kvw_evidence::bundle::{check_target, write_bundle_with_others, VerifyOptions};
 use kvw_evidence::{
     sign_predicate, verify_bundle, Fix, PoisonMode, ProbeConfig, ProbePredicate, Scale, Signer,
 };
@@ -218,15 +221,16 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow!("cannot sign {}: {e}", row.name))?;
         receipts.push((row.name.clone(), envelope, predicate));
     }
-    let count = receipts.len();
+    let model_check_receipts = model_checks.len();
+    let mut others = model_checks;
+    for fixes in [Vec::new(), Fix::ALL.to_vec()] {
+        others.extend(crate::gates::run_signed(&fixes, &signer)?);
+    }
+    let (probes, gate_receipts) = (receipts.len(), others.len() - model_check_receipts);
+    let count = probes + gate_receipts + model_check_receipts;
     let public = signer.public();
-    let written = kvw_evidence::bundle::write_bundle_with_model_checks(
-        &args.out,
-        receipts,
-        model_checks,
-        &signer,
-    )
-    .map_err(|e| anyhow!("{e}"))?;
+    let written = write_bundle_with_others(&args.out, receipts, others, &signer)
+        .map_err(|e| anyhow!("{e}"))?;
 
     // Read back what was written, as a reader would.
     let report = verify_bundle(
@@ -234,6 +238,7 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
         &VerifyOptions {
             trusted_key: Some(public),
             reproduce: None,
+            reproduce_other: None,
         },
     )
     .map_err(|e| anyhow!("the bundle just written does not verify: {e}"))?;
@@ -242,9 +247,11 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
         bail!("the bundle just written does not verify");
     }
     outln!(
-        "wrote {count} receipts to {} ({leaks} leak, {} no leak); keyid {}",
+        "wrote {count} receipts to {}: {probes} probe runs ({leaks} leak, {} no leak) and \
+         {gate_receipts} gate and scenario receipts (fixes none and all), \
+         {model_check_receipts} model-check receipt(s); keyid {}",
         written.dir.display(),
-        count - leaks,
+        probes - leaks,
         written.keyid
     )?;
     Ok(())

@@ -9,7 +9,7 @@ use anyhow::bail;
 use clap::Args;
 use kvw_engine::scenarios::{receipts, Status};
 
-use crate::check::{fix_list, FixArg};
+use crate::check::FixArg;
 
 use crate::out::clean;
 
@@ -33,14 +33,7 @@ pub fn fix_label(fixes: &[kvw_evidence::Fix]) -> String {
 
 /// `none`, `all`, or the switch names joined with `,`.
 pub fn fixes_text(fixes: &[kvw_evidence::Fix]) -> String {
-    let mut sorted = fixes.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    if sorted == kvw_evidence::Fix::ALL {
-        "all".into()
-    } else {
-        fix_list(&sorted)
-    }
+    kvw_evidence::scenario::fixes_text(fixes)
 }
 
 pub fn run(args: GatesArgs) -> anyhow::Result<()> {
@@ -115,12 +108,48 @@ fn write_all(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let signer = match key {
+        Some(k) => kvw_evidence::Signer::load(k)?,
+        None => kvw_evidence::Signer::load_or_create_default()?.0,
+    };
+    for (name, envelope) in signed(fixes, judged, gates, &signer)? {
+        crate::probe::write_envelope(&dir.join(name), &envelope)?;
+    }
+    Ok(())
+}
+
+/// The gates receipt and one receipt per scenario, signed, as (file name,
+/// envelope): `gates-fixes-<label>.json` and
+/// `scenario-<name>-fixes-<label>.json`, the names `kvw gates --out` and
+/// `kvw bundle` both use.
+pub fn signed(
+    fixes: &[kvw_evidence::Fix],
+    judged: &[kvw_engine::scenarios::Judged],
+    gates: &kvw_evidence::scenario::GatesPredicate,
+    signer: &kvw_evidence::Signer,
+) -> anyhow::Result<Vec<(String, kvw_evidence::Envelope)>> {
     let label = fix_label(fixes);
-    crate::probe::write_receipt(&dir.join(format!("gates-fixes-{label}.json")), key, gates)?;
+    let name = format!("gates-fixes-{label}.json");
+    let mut out = vec![(
+        name.clone(),
+        kvw_evidence::sign_statement(&name, gates, signer)?,
+    )];
     for j in judged {
         let p = receipts::scenario_predicate(j);
         let name = format!("scenario-{}-fixes-{label}.json", j.scenario.name);
-        crate::probe::write_receipt(&dir.join(name), key, &p)?;
+        let envelope = kvw_evidence::sign_statement(&name, &p, signer)?;
+        out.push((name, envelope));
     }
-    Ok(())
+    Ok(out)
+}
+
+/// Run every scenario under `fixes` and sign the gates receipt and the
+/// scenario receipts it refers to (see [`signed`]).
+pub fn run_signed(
+    fixes: &[kvw_evidence::Fix],
+    signer: &kvw_evidence::Signer,
+) -> anyhow::Result<Vec<(String, kvw_evidence::Envelope)>> {
+    let judged = receipts::judge_all(fixes);
+    let gates = receipts::gates_predicate(fixes, &judged);
+    signed(fixes, &judged, &gates, signer)
 }

@@ -136,6 +136,15 @@ pub fn write_receipt<P: kvw_evidence::PredicateKind>(
         .and_then(|n| n.to_str())
         .ok_or_else(|| anyhow::anyhow!("--out {} has no file name", path.display()))?;
     let envelope = kvw_evidence::sign_statement(name, p, &signer)?;
+    write_envelope(path, &envelope)
+}
+
+/// Write a signed envelope to `path` atomically (a temporary file beside
+/// it, renamed into place).
+pub fn write_envelope(
+    path: &std::path::Path,
+    envelope: &kvw_evidence::Envelope,
+) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

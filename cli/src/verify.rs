@@ -17,10 +17,12 @@ use anyhow::{anyhow, bail};
 use crate::out::{clean, clean_lines};
 use kvw_evidence::bundle::{check_reproduction, describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
-use kvw_evidence::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
+use kvw_evidence::kinds;
 use kvw_evidence::receipt::{check_receipt_name, verify_statement_file};
 use kvw_evidence::VerifiedReceipt;
-use kvw_evidence::{verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions};
+use kvw_evidence::{
+    verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions, PREDICATE_TYPE,
+};
 
 /// Verify a bundle folder or a single receipt.
 #[derive(clap::Args, Debug, Clone)]
@@ -35,8 +37,8 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "PUBFILE")]
     pub key: Option<PathBuf>,
 
-    /// Also re-run every receipt's probe with its recorded config and require
-    /// the same reproducible digest.
+    /// Also re-run every receipt (probe, scenario, gates, fuzz) with its
+    /// recorded config and require the same reproducible result.
     #[arg(long)]
     pub reproduce: bool,
 }
@@ -79,6 +81,11 @@ fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
     let options = VerifyOptions {
         trusted_key: trusted,
         reproduce: if args.reproduce { Some(&rerun) } else { None },
+        reproduce_other: if args.reproduce {
+            Some(&crate::verify_results::reproduce)
+        } else {
+            None
+        },
     };
     let report = verify_bundle(&args.path, &options).map_err(|e| anyhow!("{e}"))?;
     outln!("{}", clean_lines(&report.to_string()))?;
@@ -175,29 +182,19 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
             statement.name
         ));
     }
-    if let Some(ok) = crate::verify_results::check(&statement, reproduce)? {
-        return Ok(ok);
-    }
-    if statement.predicate_type == MODEL_CHECK_PREDICATE_TYPE {
-        let p: ModelCheckPredicate = statement.parse().map_err(|e| e.to_string())?;
-        if reproduce {
-            return Err("--reproduce re-runs probe receipts only; re-check a model-check receipt with kvw check".into());
+    if statement.predicate_type != PREDICATE_TYPE {
+        let (label, outcome) = kinds::describe(&statement)?;
+        let reproduced = reproduce && crate::verify_results::reproduce(&statement)?;
+        if reproduce && !reproduced {
+            return Err(format!(
+                "--reproduce cannot re-run a {label} receipt here; re-check a model check with kvw check"
+            ));
         }
         return Ok(ReceiptOk {
             name: statement.name,
-            label: format!(
-                "model check, {} request(s), {} tenant(s), {} decode pages, fixes={}",
-                p.model.requests,
-                p.model.tenants,
-                p.model.decode_pages,
-                crate::check::fix_list(&p.model.fixes)
-            ),
-            outcome: if p.all_hold {
-                "every property holds".into()
-            } else {
-                "a property fails; the receipt holds the counterexample".into()
-            },
-            reproduced: false,
+            label,
+            outcome,
+            reproduced,
         });
     }
     let verified = VerifiedReceipt::from_statement(statement).map_err(|e| e.to_string())?;

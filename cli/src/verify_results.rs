@@ -1,66 +1,38 @@
-//! `kvw verify` for scenario, gates, fuzz and audit receipts.
+//! `kvw verify --reproduce` for scenario, gates and fuzz receipts.
 //!
-//! The envelope, signature and subject digest are checked by
-//! `kvw_evidence`; this adds the kind's own check and, with `--reproduce`,
-//! re-runs the result — the scenario under its recorded fixes, every gate,
-//! or the fuzz receipt's shrunk case — and compares what must not change
-//! (everything but the engine version and commit).
+//! The envelope, signature, subject digest, the kind's own check and its
+//! summary line are `kvw_evidence`'s ([`kvw_evidence::bundle::others`]);
+//! this re-runs the result — the scenario under its recorded fixes, every
+//! gate, or the fuzz receipt's shrunk case — and compares what must not
+//! change (everything but the engine version and commit). The same re-run
+//! serves a lone receipt and every receipt of a bundle.
 
 use kvw_engine::fuzz;
 use kvw_engine::scenarios::receipts;
-use kvw_evidence::audit::{AuditPredicate, GateResult, AUDIT_PREDICATE_TYPE};
-use kvw_evidence::bundle::ReceiptOk;
 use kvw_evidence::scenario::{
     events_sha256, reproducible_sha256, FuzzPredicate, GatesPredicate, ScenarioPredicate,
     FUZZ_PREDICATE_TYPE, GATES_PREDICATE_TYPE, SCENARIO_PREDICATE_TYPE,
 };
 use kvw_evidence::VerifiedStatement;
 
-use crate::gates::fixes_text as fix_list;
-
-/// The line of a scenario, gates, fuzz or audit receipt; `None` for other kinds.
-pub fn check(statement: &VerifiedStatement, reproduce: bool) -> Result<Option<ReceiptOk>, String> {
-    let name = statement.name.clone();
-    let ok = |label: String, outcome: String| {
-        Ok(Some(ReceiptOk {
-            name: name.clone(),
-            label,
-            outcome,
-            reproduced: reproduce,
-        }))
-    };
+/// Re-run a receipt of another kind and compare: `Ok(true)` when it
+/// reproduced, `Ok(false)` for a kind re-checked elsewhere (a model check:
+/// `kvw check`).
+pub fn reproduce(statement: &VerifiedStatement) -> Result<bool, String> {
     match statement.predicate_type.as_str() {
         SCENARIO_PREDICATE_TYPE => {
             let p: ScenarioPredicate = statement.parse().map_err(|e| e.to_string())?;
-            if reproduce {
-                let again = receipts::run_named(&p.scenario.name, &p.fixes).ok_or_else(|| {
-                    format!("no scenario named {:?} in this engine", p.scenario.name)
-                })?;
-                same(&p, &receipts::scenario_predicate(&again))?;
-            }
-            ok(
-                format!("scenario {} fixes={}", p.scenario.name, fix_list(&p.fixes)),
-                format!("{:?}: {}", p.status, p.why),
-            )
+            let again = receipts::run_named(&p.scenario.name, &p.fixes)
+                .ok_or_else(|| format!("no scenario named {:?} in this engine", p.scenario.name))?;
+            same(&p, &receipts::scenario_predicate(&again))?;
         }
         GATES_PREDICATE_TYPE => {
             let p: GatesPredicate = statement.parse().map_err(|e| e.to_string())?;
-            if reproduce {
-                same(&p, &receipts::gates(&p.fixes))?;
-            }
-            let pass = p
-                .rows
-                .iter()
-                .filter(|r| r.status == kvw_evidence::scenario::ScenarioStatus::Pass)
-                .count();
-            ok(
-                format!("gates fixes={}", fix_list(&p.fixes)),
-                format!("{pass} of {} rows pass", p.rows.len()),
-            )
+            same(&p, &receipts::gates(&p.fixes))?;
         }
         FUZZ_PREDICATE_TYPE => {
             let p: FuzzPredicate = statement.parse().map_err(|e| e.to_string())?;
-            if let (true, Some(c)) = (reproduce, &p.counterexample) {
+            if let Some(c) = &p.counterexample {
                 let case = fuzz::case_from_requests(&c.requests)?;
                 let again = fuzz::run_case(&case, &p.fixes);
                 let v = again
@@ -76,50 +48,10 @@ pub fn check(statement: &VerifiedStatement, reproduce: bool) -> Result<Option<Re
                     ));
                 }
             }
-            ok(
-                format!(
-                    "fuzz fixes={} seed={} runs={}",
-                    fix_list(&p.fixes),
-                    p.seed,
-                    p.runs
-                ),
-                match &p.counterexample {
-                    Some(c) => format!(
-                        "{} violating run(s); shrunk to {} request(s): {}",
-                        p.violating_runs,
-                        c.requests.len(),
-                        c.invariant
-                    ),
-                    None => "no invariant broken".into(),
-                },
-            )
         }
-        AUDIT_PREDICATE_TYPE => {
-            let p: AuditPredicate = statement.parse().map_err(|e| e.to_string())?;
-            if reproduce {
-                return Err(
-                    "--reproduce cannot re-run an audit receipt: it records traffic to an \
-                     endpoint; run kvw audit against it again"
-                        .into(),
-                );
-            }
-            let result = match p.result {
-                GateResult::Pass => "pass",
-                GateResult::Fail => "fail",
-                GateResult::Inconclusive => "inconclusive",
-            };
-            ok(
-                format!(
-                    "audit {} of {} ({} exchanges)",
-                    p.gate,
-                    p.endpoint,
-                    p.exchanges.len()
-                ),
-                format!("{result}: {}", p.reason),
-            )
-        }
-        _ => Ok(None),
+        _ => return Ok(false),
     }
+    Ok(true)
 }
 
 fn same<P: serde::Serialize>(receipt: &P, again: &P) -> Result<(), String> {

@@ -88,3 +88,71 @@ fn gates_and_fuzz_exit_codes_and_receipts_verify() {
     std::fs::write(&path, bytes).unwrap();
     assert!(!kvw(&["verify", &path, "--key", &public]).status.success());
 }
+
+#[test]
+fn a_bundle_carries_the_gate_runs_for_none_and_all_and_reproduces_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert!(kvw(&["keygen", "--out", d]).status.success());
+    let key = format!("{d}/signing-key.json");
+    let out = format!("{d}/bundle");
+    let b = kvw(&[
+        "bundle",
+        "--out",
+        &out,
+        "--key",
+        &key,
+        "--scales",
+        "walkthrough",
+    ]);
+    assert!(b.status.success(), "{}", text(&b));
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{out}/index.json")).unwrap()).unwrap();
+    let others: Vec<&str> = index["others"]
+        .as_array()
+        .expect("index lists the other receipts")
+        .iter()
+        .map(|o| o["file"].as_str().unwrap())
+        .collect();
+    let scenarios = kvw(&["scenario", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&scenarios.stdout).unwrap();
+    let n = listed.as_array().unwrap().len();
+    assert_eq!(others.len(), 2 * (n + 1), "{others:?}");
+    for label in ["none", "all"] {
+        assert!(others.contains(&format!("receipts/gates-fixes-{label}.json").as_str()));
+        assert!(others.contains(
+            &format!("receipts/scenario-late_write_corrupts_next_tenant-fixes-{label}.json")
+                .as_str()
+        ));
+    }
+    let v = kvw(&["verify", &out, "--reproduce"]);
+    assert!(v.status.success(), "{}", text(&v));
+    let t = text(&v);
+    let line = |file: &str| {
+        t.lines()
+            .find(|l| l.contains(&format!("receipts/{file} ")))
+            .unwrap_or_else(|| panic!("no line for {file}: {t}"))
+            .to_string()
+    };
+    let none = line("gates-fixes-none.json");
+    assert!(
+        none.starts_with("ok") && none.contains("[reproduced]"),
+        "{none}"
+    );
+    assert!(
+        !none.contains(", 0 fail,"),
+        "without fixes some rows fail: {none}"
+    );
+    let all = line("gates-fixes-all.json");
+    assert!(all.contains(&format!("{n} of {n} rows pass")), "{all}");
+    let pre = line("scenario-late_write_corrupts_next_tenant-fixes-none.json");
+    assert!(
+        pre.contains("fixes=none: fail") && pre.contains("[reproduced]"),
+        "{pre}"
+    );
+    let post = line("scenario-late_write_corrupts_next_tenant-fixes-all.json");
+    assert!(
+        post.contains("fixes=all: pass") && post.contains("[reproduced]"),
+        "{post}"
+    );
+}

@@ -110,6 +110,9 @@ pub struct CaseRun {
     pub stalled: bool,
     pub events: Vec<Event>,
     pub requests: Vec<RequestInfo>,
+    /// Page pictures of the pictured request (see [`run_case_pictured`]),
+    /// keyed by event index; empty for a plain run.
+    pub pictures: Vec<(usize, kvw_evidence::PageView)>,
 }
 
 /// Prefill pool of the runs (cap 106 tokens: longer prompts are rejected).
@@ -177,6 +180,13 @@ pub fn generate(seed: u64, index: u64) -> Case {
 
 /// Run `case` with `fixes`, checking the invariants after every event.
 pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
+    run_case_pictured(case, fixes, None)
+}
+
+/// [`run_case`], also recording page pictures of request `pictured` (as a
+/// probe records its probed request's). Marking a request pictured changes
+/// what is recorded about it, never what happens: the events are the same.
+pub fn run_case_pictured(case: &Case, fixes: &[Fix], pictured: Option<usize>) -> CaseRun {
     let backend = Backend::Cpu;
     let base = incident_config(Scale::Walkthrough, fixes, PoisonMode::Off, 7)
         .and_then(|c| with_prefill_pool(c, PREFILL_POOL));
@@ -186,6 +196,7 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
             stalled: false,
             events: Vec::new(),
             requests: Vec::new(),
+            pictures: Vec::new(),
         };
     };
     config.decode_pool_tokens = DECODE_POOL;
@@ -194,7 +205,8 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
     let arrivals: Vec<Arrival> = case
         .requests
         .iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(i, r)| {
             let tenant = TENANTS[r.tenant as usize % TENANTS.len()];
             let canary = model::canary(tenant, &mut rng);
             let prompt = model::document(tenant, &canary, r.prompt_len as usize, &mut rng);
@@ -204,7 +216,7 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
                 prompt,
                 canary,
                 max_new_tokens: 4,
-                probed: false,
+                probed: pictured == Some(i),
             }
         })
         .collect();
@@ -274,6 +286,7 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
         stalled,
         events: ran.events,
         requests: ran.requests,
+        pictures: ran.pictures,
     }
 }
 
@@ -517,8 +530,11 @@ pub fn counterexample(
     shrunk: &Case,
     fixes: &[Fix],
 ) -> Option<kvw_evidence::scenario::FuzzCounterexample> {
-    let again = run_case(shrunk, fixes);
-    let v = again.violation?;
+    let plain = run_case(shrunk, fixes);
+    let v = plain.violation?;
+    // Run it once more picturing the request that broke the invariant, so
+    // the replay can draw its pages; the events are the plain run's.
+    let again = run_case_pictured(shrunk, fixes, Some(v.request as usize));
     let rid = again
         .requests
         .get(v.request as usize)
@@ -533,14 +549,39 @@ pub fn counterexample(
         at_event: v.at_event as u64,
         detail: v.detail,
         run_requests: again.requests,
-        trace_sha256: kvw_evidence::scenario::events_sha256(&again.events),
-        events: again.events,
+        trace_sha256: kvw_evidence::scenario::events_sha256(&plain.events),
+        pages: again
+            .pictures
+            .into_iter()
+            .map(|(i, view)| kvw_evidence::scenario::EventPages {
+                event: i as u32,
+                view,
+            })
+            .collect(),
+        events: plain.events,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn picturing_a_request_changes_no_event() {
+        let case = (0..200)
+            .map(|i| generate(2026, i))
+            .find(|c| run_case(c, &[]).violation.is_some())
+            .expect("a violating case without fixes");
+        let plain = run_case(&case, &[]);
+        let v = plain.violation.as_ref().unwrap();
+        let pictured = run_case_pictured(&case, &[], Some(v.request as usize));
+        assert_eq!(pictured.events, plain.events);
+        assert!(plain.pictures.is_empty());
+        assert!(
+            !pictured.pictures.is_empty(),
+            "the pictured request has pages drawn"
+        );
+    }
 
     #[test]
     fn generation_is_deterministic() {

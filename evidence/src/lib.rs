@@ -17,6 +17,7 @@ pub mod canonical;
 pub mod dsse;
 pub mod error;
 pub mod keys;
+pub mod kinds;
 pub mod model_check;
 pub mod predicate;
 pub mod receipt;

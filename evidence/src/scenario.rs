@@ -196,6 +196,9 @@ pub struct FuzzCounterexample {
     pub run_requests: Vec<RequestInfo>,
     /// Every typed event of the shrunk run.
     pub events: Vec<Event>,
+    /// Page pictures of the request that broke the invariant, each after
+    /// the event it follows, for a replay on the page grid.
+    pub pages: Vec<EventPages>,
     /// Lowercase hex SHA-256 of the JCS form of `events`.
     pub trace_sha256: String,
 }
@@ -222,6 +225,24 @@ pub struct FuzzPredicate {
 pub struct InvariantCount {
     pub invariant: String,
     pub runs: u64,
+}
+
+/// `none`, `all`, or the switch names joined with `,`, in canonical order.
+pub fn fixes_text(fixes: &[Fix]) -> String {
+    let mut sorted = fixes.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    if sorted.is_empty() {
+        "none".into()
+    } else if sorted == Fix::ALL {
+        "all".into()
+    } else {
+        sorted
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 /// Lowercase hex SHA-256 of the JCS form of `events`.
@@ -310,6 +331,12 @@ impl PredicateKind for FuzzPredicate {
                     return Err(inconsistent(
                         Self::WHAT,
                         "at_event is past the events".into(),
+                    ));
+                }
+                if c.pages.iter().any(|p| p.event as usize >= c.events.len()) {
+                    return Err(inconsistent(
+                        Self::WHAT,
+                        "a page picture refers to an event past the events".into(),
                     ));
                 }
             }

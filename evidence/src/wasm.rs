@@ -9,7 +9,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::wasm_bindgen;
 
 use crate::keys::PublicKey;
-use crate::receipt::verify_receipt;
+use crate::receipt::{verify_receipt, verify_statement, VerifiedReceipt};
 
 #[derive(Serialize)]
 struct Outcome {
@@ -46,6 +46,49 @@ pub fn verify_receipt_json(envelope_json: &str, public_key_json: &str) -> String
             name: None,
             outcome: None,
             error: Some(e.to_string()),
+        },
+    };
+    serde_json::to_string(&outcome).unwrap_or_else(|_| {
+        r#"{"ok":false,"keyid":null,"name":null,"outcome":null,"error":"internal error"}"#.into()
+    })
+}
+
+/// Verify a receipt of any kind the evidence crate knows (probe run, model
+/// check, scenario, gates, fuzz) against a public key file's JSON; returns
+/// the same JSON as [`verify_receipt_json`], `outcome` being the kind's
+/// summary ([`crate::kinds::describe`]).
+#[wasm_bindgen]
+pub fn verify_statement_json(envelope_json: &str, public_key_json: &str) -> String {
+    let result = PublicKey::from_json(public_key_json.as_bytes())
+        .map_err(|e| e.to_string())
+        .and_then(|key| {
+            let statement =
+                verify_statement(envelope_json.as_bytes(), &key).map_err(|e| e.to_string())?;
+            let name = statement.name.clone();
+            let outcome = if statement.predicate_type == crate::predicate::PREDICATE_TYPE {
+                let receipt =
+                    VerifiedReceipt::from_statement(statement).map_err(|e| e.to_string())?;
+                crate::render::outcome_line(&receipt.predicate, crate::render::Lang::En)
+            } else {
+                let (label, outcome) = crate::kinds::describe(&statement)?;
+                format!("{label}: {outcome}")
+            };
+            Ok((key.keyid(), name, outcome))
+        });
+    let outcome = match result {
+        Ok((keyid, name, outcome)) => Outcome {
+            ok: true,
+            keyid: Some(keyid),
+            name: Some(name),
+            outcome: Some(outcome),
+            error: None,
+        },
+        Err(e) => Outcome {
+            ok: false,
+            keyid: None,
+            name: None,
+            outcome: None,
+            error: Some(e.replace('\n', " ")),
         },
     };
     serde_json::to_string(&outcome).unwrap_or_else(|_| {

@@ -130,6 +130,7 @@ fn trusted_key_and_wrong_trusted_key() {
         &VerifyOptions {
             trusted_key: Some(signer().public()),
             reproduce: None,
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -142,6 +143,7 @@ fn trusted_key_and_wrong_trusted_key() {
         &VerifyOptions {
             trusted_key: Some(other),
             reproduce: None,
+            reproduce_other: None,
         },
     )
     .unwrap_err();
@@ -165,6 +167,7 @@ fn reproduce_callback() {
         &VerifyOptions {
             trusted_key: None,
             reproduce: Some(&same),
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -181,6 +184,7 @@ fn reproduce_callback() {
         &VerifyOptions {
             trusted_key: None,
             reproduce: Some(&different),
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -196,6 +200,7 @@ fn reproduce_callback() {
         &VerifyOptions {
             trusted_key: None,
             reproduce: Some(&failing),
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -442,4 +447,95 @@ fn writes_into_an_empty_folder() {
     let s = signer();
     write_bundle(tmp.path(), receipts(&s), &s).unwrap();
     assert!(verify(tmp.path()).unwrap().ok());
+}
+
+/// A gates receipt with one failing row, signed as `gates-fixes-none.json`.
+fn gates_receipt(s: &Signer) -> (String, Envelope) {
+    use kvw_evidence::scenario::{GateRow, GatesPredicate, ScenarioStatus};
+    let engine =
+        sample_predicate(sample_config(Scale::Walkthrough, &[], PoisonMode::Off, 5)).engine;
+    let p = GatesPredicate {
+        engine,
+        fixes: vec![],
+        rows: vec![GateRow {
+            gate: "transfer-read".into(),
+            scenario: "late_write_corrupts_next_tenant".into(),
+            status: ScenarioStatus::Fail,
+            expected: "fails without page-tags".into(),
+            observed: "assertion fails".into(),
+            why: "a late write landed".into(),
+            as_recorded: true,
+            trace_sha256: "0".repeat(64),
+        }],
+        capacity: vec![],
+        all_pass: false,
+    };
+    let name = "gates-fixes-none.json".to_string();
+    let env = kvw_evidence::sign_statement(&name, &p, s).unwrap();
+    (name, env)
+}
+
+#[test]
+fn other_kinds_are_listed_signed_and_re_run_through_the_caller() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    let s = signer();
+    kvw_evidence::bundle::write_bundle_with_others(&dir, receipts(&s), vec![gates_receipt(&s)], &s)
+        .unwrap();
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["others"][0]["file"], "receipts/gates-fixes-none.json");
+    assert_eq!(
+        index["others"][0]["outcome"],
+        "0 of 1 rows pass, 1 fail, 0 not exercised"
+    );
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(readme.contains("| `receipts/gates-fixes-none.json` | gates fixes=none |"));
+
+    // Without a re-run the line is not marked reproduced; a re-run that
+    // agrees marks it; one that disagrees fails that line only.
+    let report = verify(&dir).unwrap();
+    assert!(report.ok(), "{report}");
+    let line = |r: &kvw_evidence::BundleReport| {
+        r.receipts
+            .iter()
+            .find(|l| l.file == "receipts/gates-fixes-none.json")
+            .unwrap()
+            .clone()
+    };
+    assert!(!line(&report).result.unwrap().reproduced);
+    let agree = |st: &kvw_evidence::VerifiedStatement| {
+        assert_eq!(
+            st.predicate_type,
+            kvw_evidence::scenario::GATES_PREDICATE_TYPE
+        );
+        Ok(true)
+    };
+    let opts = VerifyOptions {
+        reproduce_other: Some(&agree),
+        ..VerifyOptions::default()
+    };
+    let report = verify_bundle(&dir, &opts).unwrap();
+    assert!(report.ok() && line(&report).result.unwrap().reproduced);
+    let disagree = |_: &kvw_evidence::VerifiedStatement| Err("re-run differs".to_string());
+    let opts = VerifyOptions {
+        reproduce_other: Some(&disagree),
+        ..VerifyOptions::default()
+    };
+    let report = verify_bundle(&dir, &opts).unwrap();
+    assert_eq!(report.failures(), 1, "{report}");
+    assert_eq!(line(&report).result.unwrap_err(), "re-run differs");
+
+    // A probe receipt handed in as another kind is refused, nothing written.
+    let other = tmp.path().join("other");
+    let mut probes = receipts(&s);
+    let (name, env, _) = probes.remove(0);
+    let err = kvw_evidence::bundle::write_bundle_with_others(&other, probes, vec![(name, env)], &s)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not one a bundle carries beside probe runs"),
+        "{err}"
+    );
+    assert!(!other.exists());
 }

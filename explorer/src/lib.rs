@@ -32,9 +32,17 @@ pub mod trust;
 #[cfg(feature = "ssr")]
 pub mod compress;
 #[cfg(feature = "ssr")]
+pub mod fuzz_page;
+#[cfg(feature = "ssr")]
+pub mod gates_page;
+#[cfg(feature = "ssr")]
 pub mod markdown;
 #[cfg(feature = "ssr")]
+pub mod results_site;
+#[cfg(feature = "ssr")]
 pub mod sample;
+#[cfg(feature = "ssr")]
+pub mod scenario_page;
 #[cfg(feature = "ssr")]
 pub mod site;
 

@@ -168,6 +168,7 @@ struct LoadedBundle {
     public_key: String,
     receipts: Vec<Loaded>,
     model_checks: Vec<crate::model_check_page::LoadedModelCheck>,
+    results: crate::results_site::LoadedResults,
     /// `index.json`, `SHA256SUMS`, `README.md`, `manifest.json` as read.
     extras: Vec<(&'static str, Vec<u8>)>,
 }
@@ -192,6 +193,7 @@ fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
         .map_err(|_| EvidenceError::Key("kvw.pub.json is not UTF-8".into()))?;
     let mut receipts = Vec::new();
     let mut model_checks = Vec::new();
+    let mut results = crate::results_site::LoadedResults::default();
     for line in &report.receipts {
         let name = line
             .file
@@ -206,6 +208,9 @@ fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
             &public_key,
         ) {
             model_checks.push(c);
+            continue;
+        }
+        if results.take(&stem, &envelope, &public_key) {
             continue;
         }
         // The same check the browser runs; after verify_files it passes.
@@ -232,6 +237,7 @@ fn load_bundle(bundle: &Path) -> Result<LoadedBundle, SiteError> {
         public_key,
         receipts,
         model_checks,
+        results,
         extras,
     })
 }
@@ -700,6 +706,7 @@ fn render_site(
         crate::model_check_page::write_model_check_pages(&bundle.model_checks, out, |p, s| {
             write(p, s)
         })?;
+    pages += bundle.results.write_pages(out, write)?;
     for l in loaded.iter().filter(|l| !l.envelope.is_empty()) {
         write(
             &out.join("receipts").join(format!("{}.json", l.stem)),

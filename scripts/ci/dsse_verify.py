@@ -32,6 +32,13 @@ from securesystemslib.signer import SSlibKey
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://kvwitness.dev/attestation/probe/v2"
+# The other kinds a bundle carries; those with events carry their digest.
+OTHER_TYPES = {
+    "https://kvwitness.dev/attestation/model-check/v1",
+    "https://kvwitness.dev/attestation/scenario/v1",
+    "https://kvwitness.dev/attestation/gates/v1",
+    "https://kvwitness.dev/attestation/fuzz/v1",
+}
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MANIFEST_TYPE = "https://kvwitness.dev/attestation/bundle-manifest/v1"
 
@@ -108,8 +115,9 @@ def check_receipt(path, key):
     statement = parse_payload(envelope_dict)
     if statement.get("_type") != STATEMENT_TYPE:
         return f"statement _type is {statement.get('_type')!r}"
-    if statement.get("predicateType") != PREDICATE_TYPE:
-        return f"unknown predicateType {statement.get('predicateType')!r}"
+    kind = statement.get("predicateType")
+    if kind != PREDICATE_TYPE and kind not in OTHER_TYPES:
+        return f"unknown predicateType {kind!r}"
     predicate = statement["predicate"]
     subjects = statement.get("subject", [])
     if len(subjects) != 1:
@@ -119,11 +127,17 @@ def check_receipt(path, key):
     digest = canonical_sha256(predicate)
     if subjects[0]["digest"]["sha256"] != digest:
         return f"subject digest does not match the predicate (recomputed {digest})"
-    trace = {"events": predicate["events"], "steps": commit_independent(predicate["steps"])}
-    if predicate["trace_sha256"] != canonical_sha256(trace):
-        return "trace_sha256 does not match the events and steps"
-    if [s["step"] for s in predicate["steps"]] != list(range(1, 8)):
-        return "steps are not 1..7"
+    if kind == PREDICATE_TYPE:
+        trace = {"events": predicate["events"], "steps": commit_independent(predicate["steps"])}
+        if predicate["trace_sha256"] != canonical_sha256(trace):
+            return "trace_sha256 does not match the events and steps"
+        if [s["step"] for s in predicate["steps"]] != list(range(1, 8)):
+            return "steps are not 1..7"
+    else:
+        traced = predicate.get("counterexample") if kind.endswith("/fuzz/v1") else predicate
+        if traced and "events" in traced:
+            if traced["trace_sha256"] != canonical_sha256(traced["events"]):
+                return "trace_sha256 does not match the events"
     if verifies(flip_payload_byte(envelope_dict), key):
         return "a copy with a flipped payload byte was ACCEPTED"
     if verifies(flip_signature_byte(envelope_dict), key):

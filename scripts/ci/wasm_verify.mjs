@@ -20,7 +20,7 @@ if (!pkgDir || !bundleDir) {
 }
 
 const require = createRequire(import.meta.url);
-const { verify_receipt_json } = require(path.resolve(pkgDir, "kvw_evidence.js"));
+const { verify_statement_json } = require(path.resolve(pkgDir, "kvw_evidence.js"));
 
 const key = readFileSync(path.join(bundleDir, "kvw.pub.json"), "utf8");
 const receiptsDir = path.join(bundleDir, "receipts");
@@ -33,14 +33,14 @@ function flip(base64, at, mask) {
 }
 
 function verify(envelope) {
-  return JSON.parse(verify_receipt_json(JSON.stringify(envelope), key));
+  return JSON.parse(verify_statement_json(JSON.stringify(envelope), key));
 }
 
 let failed = 0;
 for (const file of files) {
   const rel = `receipts/${file}`;
   const text = readFileSync(path.join(receiptsDir, file), "utf8");
-  const result = JSON.parse(verify_receipt_json(text, key));
+  const result = JSON.parse(verify_statement_json(text, key));
   const envelope = JSON.parse(text);
 
   const badPayload = structuredClone(envelope);

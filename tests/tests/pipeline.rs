@@ -53,6 +53,7 @@ fn a_bundle_of_real_probes_verifies_and_reproduces() {
         &VerifyOptions {
             trusted_key: Some(signer.public()),
             reproduce: Some(&reproduce),
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -78,6 +79,7 @@ fn a_bundle_of_real_probes_verifies_and_reproduces() {
         &VerifyOptions {
             trusted_key: Some(other.public()),
             reproduce: None,
+            reproduce_other: None,
         },
     );
     assert!(
@@ -105,6 +107,7 @@ fn a_receipt_whose_config_was_edited_and_resigned_does_not_reproduce() {
         &VerifyOptions {
             trusted_key: Some(signer.public()),
             reproduce: None,
+            reproduce_other: None,
         },
     )
     .unwrap();
@@ -114,6 +117,7 @@ fn a_receipt_whose_config_was_edited_and_resigned_does_not_reproduce() {
         &VerifyOptions {
             trusted_key: Some(signer.public()),
             reproduce: Some(&reproduce),
+            reproduce_other: None,
         },
     );
     let failed = match rerun {

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::others::OtherEntry;
 use crate::predicate::{Fix, FreeListPolicy, PoisonMode, ProbeInfo, Scale};
 use crate::receipt::VerifiedReceipt;
 
@@ -23,8 +24,12 @@ pub struct BundleIndex {
     pub predicate_type: String,
     /// Key id of `kvw.pub.json`.
     pub keyid: String,
-    /// One entry per receipt, sorted by `file`.
+    /// One entry per probe receipt, sorted by `file`.
     pub receipts: Vec<IndexEntry>,
+    /// One entry per receipt of another kind (model check, scenario, gates,
+    /// fuzz), sorted by `file`; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<OtherEntry>,
 }
 
 /// One receipt as listed in `index.json`.
@@ -133,6 +138,7 @@ pub fn readme(index: &BundleIndex) -> String {
             e.verdict.outcome.replace('|', "\\|")
         ));
     }
+    let others = others_section(&index.others);
     format!(
         r#"# kvwitness evidence bundle
 
@@ -159,7 +165,7 @@ it reserved, received and read, and the verdict.
 
 | file | scale | fixes | poison-on-free | HTTP | outcome |
 |---|---|---|---|---|---|
-{rows}
+{rows}{others}
 ## How to verify
 
 With kvwitness (checks every digest, signature, index entry and step):
@@ -198,4 +204,23 @@ statement, byte for byte.
         predicate_type = index.predicate_type,
         keyid = index.keyid,
     )
+}
+
+/// The README's table of receipts of other kinds, empty when there are none.
+fn others_section(others: &[OtherEntry]) -> String {
+    if others.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from(
+        "\n## Other receipts\n\nModel checks, scenario runs, gate runs and randomized runs, each under\nits own predicate type, signed by the same key and listed in the manifest.\n\n| file | what | outcome |\n|---|---|---|\n",
+    );
+    for o in others {
+        text.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            o.file,
+            o.label.replace('|', "\\|"),
+            o.outcome.replace('|', "\\|")
+        ));
+    }
+    text
 }

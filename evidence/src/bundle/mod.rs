@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! <bundle>/
-//!   receipts/<name>.json   DSSE envelopes (one per probe run or model check)
+//!   receipts/<name>.json   DSSE envelopes (probe runs; model checks, scenarios, gates, fuzz)
 //!   kvw.pub.json           the public key that signed them
 //!   index.json             one entry per receipt: config and verdict summary, digests
 //!   manifest.json          DSSE envelope: the signed list of every receipt and the index
@@ -21,6 +21,8 @@
 //!   site building uses the same reader;
 //! * [`sums`] writes and parses `SHA256SUMS`;
 //! * [`index`] is `index.json` and the README generated from it;
+//! * [`others`] admits the receipts of every kind besides probe runs under
+//!   one rule;
 //! * [`manifest`] signs and checks `manifest.json`, an in-toto Statement
 //!   whose subjects are every receipt and the index, so removing, adding or
 //!   renaming a receipt is detected, not only altering one;
@@ -30,17 +32,22 @@
 pub mod index;
 pub mod layout;
 pub mod manifest;
+pub mod others;
 pub mod sums;
 pub mod verify;
 pub mod write;
 
 pub use index::{BundleIndex, ConfigSummary, IndexEntry, VerdictSummary};
 pub use layout::{read_bundle, BundleFiles};
+pub use others::{OtherEntry, OTHER_PREDICATE_TYPES};
 pub use verify::{
     check_reproduction, describe, verify_bundle, verify_files, BundleReport, KeySource,
-    ReceiptLine, ReceiptOk, ReproduceFn, VerifyOptions,
+    ReceiptLine, ReceiptOk, ReproduceFn, ReproduceOtherFn, VerifyOptions,
 };
-pub use write::{check_target, write_bundle, write_bundle_with_model_checks, WrittenBundle};
+pub use write::{
+    check_target, write_bundle, write_bundle_with_model_checks, write_bundle_with_others,
+    WrittenBundle,
+};
 
 use crate::receipt::MAX_RECEIPT_BYTES;
 

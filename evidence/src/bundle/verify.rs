@@ -8,7 +8,8 @@
 //! index; the README, which must be the one generated from the index; and
 //! finally each receipt's signature, its subject name against its file name,
 //! its index entry, and optionally a re-run of its probe comparing
-//! [`reproducible_digest`](crate::receipt::reproducible_digest)s. Problems
+//! [`reproducible_digest`](crate::receipt::reproducible_digest)s (or, for
+//! the other kinds of [`super::others`], the caller's re-run). Problems
 //! with the bundle as a whole are an error; problems with one receipt are
 //! reported on that receipt's line.
 
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use super::index::{readme, BundleIndex, IndexEntry};
 use super::layout::{read_bundle, BundleFiles};
+use super::others::OtherEntry;
 use super::{
     bundle_err, manifest, receipt_name_of, BUNDLE_FORMAT, INDEX_FILE, MANIFEST_FILE, README_FILE,
     SUMS_FILE,
@@ -25,7 +27,6 @@ use super::{
 use crate::canonical::sha256_hex;
 use crate::error::EvidenceError;
 use crate::keys::{PublicKey, PUBLIC_KEY_FILE};
-use crate::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
 use crate::predicate::{PoisonMode, ProbeConfig, ProbePredicate, PREDICATE_TYPE};
 use crate::receipt::{
     check_receipt_name, reproducible_digest, verify_statement, VerifiedReceipt, VerifiedStatement,
@@ -43,6 +44,12 @@ pub enum KeySource {
 /// Re-runs a probe from its config (for `--reproduce`); `Err` carries a
 /// one-line reason.
 pub type ReproduceFn<'a> = &'a dyn Fn(&ProbeConfig) -> Result<ProbePredicate, String>;
+
+/// Re-runs a receipt of another kind (scenario, gates, fuzz) for
+/// `--reproduce` and compares it with the receipt: `Ok(true)` when it
+/// reproduced, `Ok(false)` when the kind is not re-run by this caller (a
+/// model check, re-checked with `kvw check`), `Err` with a one-line reason.
+pub type ReproduceOtherFn<'a> = &'a dyn Fn(&VerifiedStatement) -> Result<bool, String>;
 
 /// Re-run a verified receipt's config and compare reproducible digests.
 pub fn check_reproduction(
@@ -68,6 +75,8 @@ pub struct VerifyOptions<'a> {
     /// Re-run a receipt's config; the result's reproducible digest must equal
     /// the receipt's.
     pub reproduce: Option<ReproduceFn<'a>>,
+    /// Re-run a receipt of another kind (see [`ReproduceOtherFn`]).
+    pub reproduce_other: Option<ReproduceOtherFn<'a>>,
 }
 
 /// A receipt that verified.
@@ -296,18 +305,33 @@ pub fn verify_files(
             )));
         }
     }
+    let mut by_other: BTreeMap<&str, &OtherEntry> = BTreeMap::new();
+    for entry in &index.others {
+        if by_file.contains_key(entry.file.as_str())
+            || by_other.insert(entry.file.as_str(), entry).is_some()
+        {
+            return Err(bundle_err(format!(
+                "{INDEX_FILE} lists {} twice",
+                entry.file
+            )));
+        }
+    }
     let mut lines = Vec::new();
     for (path, bytes) in contents
         .iter()
         .filter(|(p, _)| receipt_name_of(p).is_some())
     {
-        let result = check_receipt(path, bytes, &key, by_file.remove(path.as_str()), opts);
+        let entries = (
+            by_file.remove(path.as_str()),
+            by_other.remove(path.as_str()),
+        );
+        let result = check_receipt(path, bytes, &key, entries, opts);
         lines.push(ReceiptLine {
             file: path.clone(),
             result,
         });
     }
-    for file in by_file.into_keys() {
+    for file in by_file.into_keys().chain(by_other.into_keys()) {
         lines.push(ReceiptLine {
             file: file.to_string(),
             result: Err(format!("listed in {INDEX_FILE} but not in the bundle")),
@@ -331,12 +355,17 @@ fn check_receipt(
     path: &str,
     bytes: &[u8],
     key: &PublicKey,
-    entry: Option<&IndexEntry>,
+    (entry, other): (Option<&IndexEntry>, Option<&OtherEntry>),
     opts: &VerifyOptions<'_>,
 ) -> Result<ReceiptOk, String> {
     let statement = verify_statement(bytes, key).map_err(|e| e.to_string())?;
-    if statement.predicate_type == MODEL_CHECK_PREDICATE_TYPE {
-        return check_model_check(path, statement, entry);
+    if statement.predicate_type != PREDICATE_TYPE {
+        return check_other(path, statement, (entry, other), opts);
+    }
+    if other.is_some() {
+        return Err(format!(
+            "a probe receipt, but {INDEX_FILE} lists it among the other kinds"
+        ));
     }
     let verified = VerifiedReceipt::from_statement(statement).map_err(|e| e.to_string())?;
     let file_name = path.rsplit('/').next().unwrap_or(path);
@@ -367,13 +396,15 @@ fn check_receipt(
     })
 }
 
-/// A model-check receipt in `receipts/`: signed by the bundle key under its
-/// file name and covered by the signed manifest like every receipt, but not
-/// listed in the index, whose entries describe probe runs.
-fn check_model_check(
+/// A receipt of another kind in `receipts/` ([`super::others`]): signed
+/// by the bundle key under its file name, covered by the signed manifest
+/// like every receipt, listed in the index's `others` with what
+/// [`OtherEntry::for_statement`] recomputes, and re-run when the caller can.
+fn check_other(
     path: &str,
     statement: VerifiedStatement,
-    entry: Option<&IndexEntry>,
+    (entry, other): (Option<&IndexEntry>, Option<&OtherEntry>),
+    opts: &VerifyOptions<'_>,
 ) -> Result<ReceiptOk, String> {
     let file_name = path.rsplit('/').next().unwrap_or(path);
     if statement.name != file_name {
@@ -384,19 +415,23 @@ fn check_model_check(
     }
     if entry.is_some() {
         return Err(format!(
-            "a model-check receipt, but {INDEX_FILE} lists it as a probe run"
+            "not a probe receipt, but {INDEX_FILE} lists it as a probe run"
         ));
     }
-    let p: ModelCheckPredicate = statement.parse().map_err(|e| e.to_string())?;
+    let expected = OtherEntry::for_statement(path, &statement)?;
+    let listed = other.ok_or_else(|| format!("not listed in {INDEX_FILE}"))?;
+    if *listed != expected {
+        return Err(format!("{INDEX_FILE} entry does not match the receipt"));
+    }
+    let reproduced = match opts.reproduce_other {
+        Some(rerun) => rerun(&statement)?,
+        None => false,
+    };
     Ok(ReceiptOk {
         name: statement.name,
-        label: format!(
-            "model check, {} request(s), fixes={}",
-            p.model.requests,
-            p.model.fix_list()
-        ),
-        outcome: p.summary(),
-        reproduced: false,
+        label: expected.label,
+        outcome: expected.outcome,
+        reproduced,
     })
 }
 

@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::index::{readme, BundleIndex, IndexEntry};
+use super::others::OtherEntry;
 use super::{
     manifest, sums, BUNDLE_FORMAT, INDEX_FILE, MANIFEST_FILE, README_FILE, RECEIPTS_DIR, SUMS_FILE,
 };
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
 use crate::keys::{Signer, PUBLIC_KEY_FILE};
-use crate::model_check::ModelCheckPredicate;
 use crate::predicate::{ProbePredicate, PREDICATE_TYPE};
 use crate::receipt::{check_receipt_name, verify_receipt, verify_statement};
 
@@ -42,13 +42,26 @@ pub fn write_bundle(
     write_bundle_with_model_checks(dir, receipts, Vec::new(), signer)
 }
 
-/// [`write_bundle`], also carrying model-check receipts (file name,
-/// envelope of a [`ModelCheckPredicate`]). They go to `receipts/` and the
-/// signed manifest like every receipt; the index lists probe runs only.
+/// [`write_bundle`], also carrying model-check receipts. Kept for callers
+/// that have only those; see [`write_bundle_with_others`].
 pub fn write_bundle_with_model_checks(
     dir: &Path,
     receipts: Vec<(String, Envelope, ProbePredicate)>,
     model_checks: Vec<(String, Envelope)>,
+    signer: &Signer,
+) -> Result<WrittenBundle, EvidenceError> {
+    write_bundle_with_others(dir, receipts, model_checks, signer)
+}
+
+/// [`write_bundle`], also carrying receipts of the other kinds
+/// ([`OTHER_PREDICATE_TYPES`](super::others::OTHER_PREDICATE_TYPES): model
+/// checks, scenarios, gate runs, randomized runs), each given as (file
+/// name, envelope). They go to `receipts/` and the signed manifest like
+/// every receipt, and to the index's `others`.
+pub fn write_bundle_with_others(
+    dir: &Path,
+    receipts: Vec<(String, Envelope, ProbePredicate)>,
+    others: Vec<(String, Envelope)>,
     signer: &Signer,
 ) -> Result<WrittenBundle, EvidenceError> {
     let public = &signer.public();
@@ -56,9 +69,9 @@ pub fn write_bundle_with_model_checks(
     if receipts.is_empty() {
         return Err(EvidenceError::Bundle("no receipts to write".into()));
     }
-    let count = receipts.len() + model_checks.len();
+    let count = receipts.len() + others.len();
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut entries = Vec::with_capacity(count);
+    let mut entries = Vec::with_capacity(receipts.len());
     for (name, envelope, predicate) in receipts {
         check_receipt_name(&name)?;
         let file = format!("{RECEIPTS_DIR}/{name}");
@@ -85,7 +98,8 @@ pub fn write_bundle_with_model_checks(
         entries.push(IndexEntry::for_receipt(&file, &verified));
         files.insert(file, bytes);
     }
-    for (name, envelope) in model_checks {
+    let mut other_entries = Vec::with_capacity(others.len());
+    for (name, envelope) in others {
         check_receipt_name(&name)?;
         let file = format!("{RECEIPTS_DIR}/{name}");
         let bytes = envelope.to_json_pretty().into_bytes();
@@ -96,19 +110,23 @@ pub fn write_bundle_with_model_checks(
         })?;
         if statement.name != name || files.contains_key(&file) {
             return Err(EvidenceError::Bundle(format!(
-                "model-check receipt {name} is signed under the name {} or named twice",
+                "receipt {name} is signed under the name {} or named twice",
                 statement.name
             )));
         }
-        statement.parse::<ModelCheckPredicate>()?;
+        let entry = OtherEntry::for_statement(&file, &statement)
+            .map_err(|e| EvidenceError::Bundle(format!("receipt {name}: {e}")))?;
+        other_entries.push(entry);
         files.insert(file, bytes);
     }
+    other_entries.sort_by(|a, b| a.file.cmp(&b.file));
     entries.sort_by(|a, b| a.file.cmp(&b.file));
     let index = BundleIndex {
         format: BUNDLE_FORMAT.to_string(),
         predicate_type: PREDICATE_TYPE.to_string(),
         keyid: public.keyid(),
         receipts: entries,
+        others: other_entries,
     };
     let mut index_json =
         serde_json::to_string_pretty(&index).map_err(|e| EvidenceError::json("index", e))?;

@@ -1,0 +1,235 @@
+//! The replay of a scenario receipt: its typed events, step by step, on the
+//! page grid.
+//!
+//! A scenario receipt (predicate `scenario/v1`,
+//! [`kvw_evidence::scenario::ScenarioPredicate`]) records one scripted run
+//! under a set of fixes: what it mirrors upstream, its guard, what was
+//! expected and observed, every typed event, and pictures of the decode or
+//! prefill pool after the events that changed it. This module draws the run
+//! as an ordered list a reader scans without any script: every event is a
+//! step with an `#step-N` anchor, its time, request, worker and recorded
+//! fields, and where the receipt pictures the pools after it, the same page
+//! grid the probe replay draws ([`crate::components::pool::PoolView`]).
+//! Steps without a picture say which step's picture still holds.
+//!
+//! Everything drawn comes from the signed predicate; nothing is re-run.
+
+use std::collections::BTreeMap;
+
+use kvw_evidence::scenario::{EventPages, ScenarioPredicate, ScenarioStatus};
+use kvw_evidence::{Event, PageView};
+use leptos::prelude::*;
+
+use crate::components::pool::PoolView;
+use crate::i18n::Lang;
+
+/// A status in the reader's language.
+pub fn status_text(s: ScenarioStatus, lang: Lang) -> &'static str {
+    match s {
+        ScenarioStatus::Pass => lang.pick("pass", "superato"),
+        ScenarioStatus::Fail => lang.pick("fail", "fallito"),
+        ScenarioStatus::NotExercised => lang.pick("not exercised", "non esercitato"),
+    }
+}
+
+/// The status as a stable attribute value (`pass`, `fail`, `not-exercised`).
+pub fn status_slug(s: ScenarioStatus) -> &'static str {
+    match s {
+        ScenarioStatus::Pass => "pass",
+        ScenarioStatus::Fail => "fail",
+        ScenarioStatus::NotExercised => "not-exercised",
+    }
+}
+
+/// A JSON value of an event field as plain text.
+fn field_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Null => "None".into(),
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", field_text(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        serde_json::Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(field_text).collect::<Vec<_>>().join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// An event's kind (its `kind` tag, e.g. `kv_send`) and its recorded
+/// fields as `name = value` pairs, in the receipt's own terms.
+pub fn event_fields(event: &Event) -> (String, Vec<(String, String)>) {
+    let Ok(serde_json::Value::Object(map)) = serde_json::to_value(&event.kind) else {
+        return (String::new(), Vec::new());
+    };
+    let kind = map.get("kind").map(field_text).unwrap_or_default();
+    let fields = map
+        .iter()
+        .filter(|(k, _)| k.as_str() != "kind")
+        .map(|(k, v)| (k.clone(), field_text(v)))
+        .collect();
+    (kind, fields)
+}
+
+#[component]
+fn ScenarioStep(
+    n: usize,
+    event: Event,
+    picture: Option<PageView>,
+    /// The step whose picture still holds, when this one has none.
+    held_from: Option<usize>,
+    lang: Lang,
+) -> impl IntoView {
+    let id = format!("step-{n}");
+    let href = format!("#{id}");
+    let (kind, fields) = event_fields(&event);
+    let head = format!("{n}. {} µs — {} — {kind}", event.at_us, event.rid);
+    let grid = match (picture, held_from) {
+        (Some(view), _) => view! { <PoolView view=view lang=lang/> }.into_any(),
+        (None, Some(from)) => {
+            let link = format!("#step-{from}");
+            view! {
+                <p class="sc-held">
+                    {lang.pick("Pages unchanged since ", "Pagine invariate dal ")}
+                    <a href=link>{format!("{} {from}", lang.pick("step", "passo"))}</a>
+                </p>
+            }
+            .into_any()
+        }
+        (None, None) => view! {
+            <p class="sc-held">{lang.pick("No pages reserved yet", "Nessuna pagina ancora riservata")}</p>
+        }
+        .into_any(),
+    };
+    view! {
+        <li id=id class="sc-step" data-kind=kind.clone() data-rid=event.rid.clone()>
+            <h3><a href=href>{head}</a></h3>
+            <dl class="sc-fields">
+                {fields.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+            </dl>
+            {grid}
+        </li>
+    }
+}
+
+/// Typed events as numbered steps (`#step-N`), each with the page grid
+/// where the receipt pictures the pools after it.
+#[component]
+pub fn EventSteps(events: Vec<Event>, pages: Vec<EventPages>, lang: Lang) -> impl IntoView {
+    let pictures: BTreeMap<usize, PageView> = pages
+        .into_iter()
+        .map(|e| (e.event as usize, e.view))
+        .collect();
+    let mut held = None;
+    let steps = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| {
+            let n = i + 1;
+            let picture = pictures.get(&i).cloned();
+            let held_from = held;
+            if picture.is_some() {
+                held = Some(n);
+            }
+            view! { <ScenarioStep n=n event=event picture=picture held_from=held_from lang=lang/> }
+        })
+        .collect_view();
+    view! { <ol class="sc-steps">{steps}</ol> }
+}
+
+/// The requests of a run, one line each.
+pub fn requests_list(requests: &[kvw_evidence::RequestInfo], lang: Lang) -> impl IntoView {
+    let items = requests
+        .iter()
+        .map(|r| {
+            let text = format!(
+                "{} ({}, {} {}, {} µs){}",
+                r.rid,
+                r.tenant,
+                r.prompt_len,
+                lang.pick("prompt tokens", "token di prompt"),
+                r.arrival_us,
+                if r.probed {
+                    lang.pick(" — the pictured request", " — la richiesta nelle immagini")
+                } else {
+                    ""
+                }
+            );
+            view! { <li>{text}</li> }
+        })
+        .collect_view();
+    view! { <ul class="sc-requests">{items}</ul> }
+}
+
+/// A scenario receipt: what it is, its result, and its events step by step.
+#[component]
+pub fn ScenarioView(
+    stem: String,
+    predicate: ScenarioPredicate,
+    lang: Lang,
+    /// The gates page, when the site has one.
+    gates_href: Option<String>,
+) -> impl IntoView {
+    let p = predicate;
+    let info = p.scenario;
+    let fixes = kvw_evidence::scenario::fixes_text(&p.fixes);
+    let upstream = info.upstream.map(|u| {
+        let text = format!(
+            "{} :: {}{}",
+            u.path,
+            u.test,
+            u.subtest.map(|s| format!(" [{s}]")).unwrap_or_default()
+        );
+        view! {
+            <p class="sc-upstream">{lang.pick("Mirrors the upstream test ", "Rispecchia il test upstream ")}<a href=u.url>{text}</a></p>
+        }
+    });
+    let guard = if info.guard_fixes.is_empty() {
+        "—".to_string()
+    } else {
+        info.guard_fixes
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let guard = match &info.guard_rule {
+        Some(rule) => format!("{guard} ({rule})"),
+        None => guard,
+    };
+    let facts = vec![
+        (lang.pick("Gate", "Gate"), info.gate.clone()),
+        (lang.pick("Fixes on", "Correzioni attive"), fixes),
+        (lang.pick("Guard", "Difesa"), guard),
+        (lang.pick("Closed by", "Chiuso da"), info.closed_by.clone()),
+        (lang.pick("Expected", "Atteso"), p.expected.clone()),
+        (lang.pick("Observed", "Osservato"), p.observed.clone()),
+        (lang.pick("Why", "Perché"), p.why.clone()),
+    ];
+    let requests = requests_list(&p.requests, lang);
+    let steps = view! { <EventSteps events=p.events pages=p.pages lang=lang/> };
+    let status = status_text(p.status, lang);
+    let slug = status_slug(p.status);
+    let back = gates_href.map(|href| {
+        view! { <p class="sc-back"><a href=href>{lang.pick("All gates", "Tutti i gate")}</a></p> }
+    });
+    view! {
+        <article class="sc" data-receipt=stem.clone() data-status=slug>
+            {back}
+            <h1>{format!("{} — {}", lang.pick("Scenario", "Scenario"), info.name)}</h1>
+            <p class="sc-description">{info.description.clone()}</p>
+            {upstream}
+            <p class="sc-status"><strong>{status}</strong></p>
+            <dl class="sc-facts">
+                {facts.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+            </dl>
+            <h2>{lang.pick("Requests", "Richieste")}</h2>
+            {requests}
+            <h2>{lang.pick("Events, step by step", "Eventi, passo per passo")}</h2>
+            {steps}
+        </article>
+    }
+}

@@ -1,0 +1,252 @@
+//! Gate runs in a bundle become two kinds of static page: the gates table
+//! (one per set of fixes, each row linking to its scenario's replay) and a
+//! replay of each scenario receipt's typed events, step by step, on the
+//! page grid. The bundle holds the real gate runs for no fixes and every
+//! fix, signed; the site is built and read back as HTML.
+
+use std::fs;
+
+use kvw_engine::scenarios::receipts;
+use kvw_evidence::bundle::write_bundle_with_others;
+use kvw_evidence::keys::Signer;
+use kvw_evidence::receipt::{sign_predicate, sign_statement};
+use kvw_evidence::sample::{sample_config, sample_name, sample_predicate};
+use kvw_evidence::scenario::ScenarioPredicate;
+use kvw_evidence::{Fix, PoisonMode};
+use kvw_explorer::gates_page::scenario_stem;
+use kvw_explorer::sample::{sample_matrix, SAMPLE_SEED};
+use kvw_explorer::site::{build_site, SiteOptions};
+
+/// The scenario whose receipt under every fix is left out of the bundle.
+const LEFT_OUT: &str = "late_write_corrupts_next_tenant";
+/// The scenario whose replay is checked step by step.
+const REPLAYED: &str = "late_write_corrupts_next_tenant";
+
+struct Site {
+    _tmp: tempfile::TempDir,
+    out: std::path::PathBuf,
+    /// The predicate of `REPLAYED` under no fixes.
+    replayed: ScenarioPredicate,
+    rows: usize,
+}
+
+fn site() -> Site {
+    let signer = Signer::from_seed(&SAMPLE_SEED);
+    let mut others = Vec::new();
+    let mut replayed = None;
+    let mut rows = 0;
+    for fixes in [Vec::new(), Fix::ALL.to_vec()] {
+        let judged = receipts::judge_all(&fixes);
+        let gates = receipts::gates_predicate(&fixes, &judged);
+        rows = gates.rows.len();
+        let label = if fixes.is_empty() { "none" } else { "all" };
+        let name = format!("gates-fixes-{label}.json");
+        others.push((
+            name.clone(),
+            sign_statement(&name, &gates, &signer).unwrap(),
+        ));
+        for j in &judged {
+            if fixes.len() == Fix::ALL.len() && j.scenario.name == LEFT_OUT {
+                continue;
+            }
+            let p = receipts::scenario_predicate(j);
+            let name = format!("{}.json", scenario_stem(j.scenario.name, &fixes));
+            if fixes.is_empty() && j.scenario.name == REPLAYED {
+                replayed = Some(p.clone());
+            }
+            others.push((name.clone(), sign_statement(&name, &p, &signer).unwrap()));
+        }
+    }
+    others.push(fuzz_receipt(&signer));
+    let probes = sample_matrix()
+        .into_iter()
+        .map(|(scale, fixes)| {
+            let config = sample_config(scale, &fixes, PoisonMode::Off, 42);
+            let name = sample_name(&config);
+            let p = sample_predicate(config);
+            let e = sign_predicate(&name, &p, &signer).unwrap();
+            (name, e, p)
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
+    write_bundle_with_others(&bundle, probes, others, &signer).expect("a bundle of gate runs");
+    let mut opts = SiteOptions::new(&bundle, &out);
+    opts.wasm_dir = None;
+    build_site(&opts).expect("the site builds");
+    Site {
+        _tmp: tmp,
+        out,
+        replayed: replayed.expect("the replayed scenario ran"),
+        rows,
+    }
+}
+
+/// The first violating random case without fixes, shrunk, as a signed
+/// fuzz receipt.
+fn fuzz_receipt(signer: &Signer) -> (String, kvw_evidence::Envelope) {
+    use kvw_engine::fuzz;
+    use kvw_evidence::scenario::{FuzzPredicate, InvariantCount};
+    let (i, case, inv) = (0..500)
+        .find_map(|i| {
+            let case = fuzz::generate(2026, i);
+            let v = fuzz::run_case(&case, &[]).violation?;
+            Some((i, case, v.invariant))
+        })
+        .expect("a violating case without fixes");
+    let small = fuzz::shrink(&case, &[], inv);
+    let c = fuzz::counterexample(i, &case, &small, &[]).expect("the shrunk case still fails");
+    let p = FuzzPredicate {
+        engine: kvw_engine::probe::engine_info(),
+        fixes: vec![],
+        seed: 2026,
+        runs: i + 1,
+        violating_runs: 1,
+        stalled_runs: 0,
+        by_invariant: vec![InvariantCount {
+            invariant: c.invariant.clone(),
+            runs: 1,
+        }],
+        counterexample: Some(c),
+    };
+    let name = "fuzz-fixes-none-seed-2026.json".to_string();
+    let envelope = sign_statement(&name, &p, signer).unwrap();
+    (name, envelope)
+}
+
+fn read(site: &Site, lang: &str, file: &str) -> String {
+    fs::read_to_string(site.out.join(lang).join(file))
+        .unwrap_or_else(|e| panic!("{lang}/{file}: {e}"))
+}
+
+/// The `<section>` of the gates table with fixes `label`.
+fn section<'a>(html: &'a str, label: &str) -> &'a str {
+    let start = html
+        .find(&format!("<section id=\"gates-fixes-{label}\""))
+        .unwrap_or_else(|| panic!("no table for fixes {label}"));
+    let end = html[start..].find("</section>").unwrap() + start;
+    &html[start..end]
+}
+
+/// The `<tr>` of scenario `name` in a table.
+fn row<'a>(table: &'a str, name: &str) -> &'a str {
+    let at = table
+        .find(&format!("data-scenario=\"{name}\""))
+        .unwrap_or_else(|| panic!("no row for {name}"));
+    let start = table[..at].rfind("<tr").unwrap();
+    let end = table[at..].find("</tr>").unwrap() + at;
+    &table[start..end]
+}
+
+#[test]
+fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
+    let site = site();
+    let html = read(&site, "en", "gates.html");
+    fs::write(std::env::temp_dir().join("kvw-gates.html"), &html).ok();
+    assert!(!html.contains("<script"), "the gates page needs no script");
+    let (none, all) = (section(&html, "none"), section(&html, "all"));
+    for table in [none, all] {
+        assert_eq!(table.matches("<tr data-status=").count(), site.rows);
+    }
+    // Without fixes the late write corrupts the next tenant; with them it does not.
+    let pre = row(none, "late_write_corrupts_next_tenant");
+    assert!(pre.contains("data-status=\"fail\""), "{pre}");
+    assert!(pre.contains("<td>fail</td>"), "{pre}");
+    assert!(
+        pre.contains("href=\"scenario-late_write_corrupts_next_tenant-fixes-none.html\""),
+        "{pre}"
+    );
+    let post = row(all, "late_write_corrupts_next_tenant");
+    assert!(post.contains("data-status=\"pass\""), "{post}");
+    // Its receipt under every fix was left out: the row says so by not linking.
+    assert!(!post.contains("href="), "{post}");
+    // A defense that was off is not exercised, never a pass.
+    assert!(none.contains("data-status=\"not-exercised\""));
+    assert!(!all.contains("data-status=\"not-exercised\""));
+    assert!(!all.contains("data-status=\"fail\""));
+    // Every linked page exists.
+    for table in [none, all] {
+        for part in table.split("href=\"").skip(1) {
+            let file = &part[..part.find('"').unwrap()];
+            assert!(site.out.join("en").join(file).is_file(), "{file}");
+        }
+    }
+    let it = read(&site, "it", "gates.html");
+    assert!(it.contains("Gate di accettazione"));
+    assert!(it.contains("<td>fallito</td>"));
+    assert!(it.contains("<td>non esercitato</td>"));
+}
+
+#[test]
+fn a_scenario_page_replays_every_event_on_the_page_grid() {
+    let site = site();
+    let file = format!("{}.html", scenario_stem(REPLAYED, &[]));
+    let html = read(&site, "en", &file);
+    assert!(!html.contains("<script"), "the replay needs no script");
+    let p = &site.replayed;
+    assert!(p.events.len() > 3 && !p.pages.is_empty());
+    for (i, event) in p.events.iter().enumerate() {
+        let n = i + 1;
+        let start = html
+            .find(&format!("<li id=\"step-{n}\""))
+            .unwrap_or_else(|| panic!("step {n} has no anchor"));
+        let step = &html[start..];
+        let step = &step[..step.find("</li><li id=\"step-").unwrap_or(step.len())];
+        let kind = serde_json::to_value(&event.kind).unwrap()["kind"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(step.contains(&format!("data-kind=\"{kind}\"")), "{step}");
+        assert!(step.contains(&format!("href=\"#step-{n}\"")));
+        assert!(step.contains(&format!("{} µs — {}", event.at_us, event.rid)));
+        let pictured = p.pages.iter().any(|pg| pg.event as usize == i);
+        assert_eq!(
+            step.contains("<figure class=\"pool\""),
+            pictured,
+            "step {n}"
+        );
+    }
+    assert!(!html.contains(&format!("id=\"step-{}\"", p.events.len() + 1)));
+    assert!(html.contains("data-status=\"fail\""));
+    assert!(
+        html.contains(&p.why.replace('\'', "&#39;").replace('"', "&quot;"))
+            || html.contains(&p.why)
+    );
+    assert!(html.contains("href=\"gates.html\""));
+    let it = read(&site, "it", &file);
+    assert!(it.contains("Eventi, passo per passo"));
+    assert!(it.contains("<li id=\"step-1\""));
+    // The receipt is published beside the page.
+    assert!(site
+        .out
+        .join("receipts")
+        .join(format!("{}.json", scenario_stem(REPLAYED, &[])))
+        .is_file());
+}
+
+#[test]
+fn a_shrunk_fuzz_case_replays_with_its_pictures_and_the_breaking_step() {
+    let site = site();
+    let html = read(&site, "en", "fuzz-fixes-none-seed-2026.html");
+    assert!(!html.contains("<script"));
+    let at = html
+        .find("<p class=\"fz-broke\"><a href=\"#step-")
+        .expect("a link to the breaking step");
+    let n: usize = html[at..]
+        .trim_start_matches("<p class=\"fz-broke\"><a href=\"#step-")
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        html.contains(&format!("<li id=\"step-{n}\"")),
+        "step {n} exists"
+    );
+    assert!(
+        html.contains("<figure class=\"pool\""),
+        "the shrunk case draws its pages"
+    );
+    assert!(html.contains("Broken:"));
+    assert!(read(&site, "it", "fuzz-fixes-none-seed-2026.html").contains("Violato:"));
+}
