@@ -115,7 +115,7 @@ pub fn describe(statement: &VerifiedStatement) -> Result<(String, String), Strin
             ))
         }
         other => Err(format!(
-            "predicate type {other:?} is not one a bundle carries beside probe runs (known: {})",
+            "unknown predicate type {other:?}: not one a bundle carries beside probe runs (known: {})",
             OTHER_PREDICATE_TYPES.join(", ")
         )),
     }

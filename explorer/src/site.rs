@@ -365,7 +365,34 @@ pub fn render_compare_page(
 }
 
 /// A plain listing of the receipts, since static servers list no folders.
-fn receipts_index(loaded: &[Loaded]) -> String {
+/// Links from the receipts index to the pages of the other kinds a bundle
+/// carries (gate tables, scenario and randomized-run replays, model-check
+/// counterexamples), relative to `receipts/`.
+fn result_links(bundle: &LoadedBundle) -> Vec<(String, String)> {
+    let results = &bundle.results;
+    let mut links = Vec::new();
+    if !results.gates.is_empty() {
+        links.push((
+            format!("../en/{}", crate::results_site::GATES_PAGE),
+            "The four acceptance gates, with and without fixes".to_string(),
+        ));
+    }
+    for c in &bundle.model_checks {
+        links.push((
+            format!("../en/{}.html", c.stem),
+            format!("Model check: {}", c.stem),
+        ));
+    }
+    for (stem, _, _) in &results.fuzz {
+        links.push((format!("../en/{stem}.html"), format!("Randomized runs: {stem}")));
+    }
+    for (stem, _, _) in &results.scenarios {
+        links.push((format!("../en/{stem}.html"), format!("Scenario: {stem}")));
+    }
+    links
+}
+
+fn receipts_index(loaded: &[Loaded], others: &[(String, String)]) -> String {
     let items: String = loaded
         .iter()
         .map(|l| {
@@ -391,7 +418,19 @@ fn receipts_index(loaded: &[Loaded]) -> String {
             }) + "\n"
         })
         .collect();
-    format!("<!DOCTYPE html>\n<html lang=\"en\" class=\"kvw-site\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>Receipts — kvwitness</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"../style.css\"></head><body><main id=\"main\" class=\"kvw-main\"><h1>Receipts</h1><p>Public key: <a href=\"../kvw.pub.json\">kvw.pub.json</a></p><ul>\n{items}</ul></main></body></html>\n")
+    let other_items: String = others
+        .iter()
+        .map(|(href, label)| {
+            let (href, label) = (href.clone(), label.clone());
+            Owner::new().with(|| view! { <li><a href=href>{label}</a></li> }.to_html()) + "\n"
+        })
+        .collect();
+    let other_section = if others.is_empty() {
+        String::new()
+    } else {
+        format!("<h2>Gates, scenarios and model checks</h2><ul>\n{other_items}</ul>")
+    };
+    format!("<!DOCTYPE html>\n<html lang=\"en\" class=\"kvw-site\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>Receipts — kvwitness</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"../style.css\"></head><body><main id=\"main\" class=\"kvw-main\"><h1>Receipts</h1><p>Public key: <a href=\"../kvw.pub.json\">kvw.pub.json</a></p>{other_section}<h2>Probe runs</h2><ul>\n{items}</ul></main></body></html>\n")
 }
 
 /// `embed-example.html` showing the receipt `stem`; the element is written
@@ -715,7 +754,7 @@ fn render_site(
     }
     write(
         &out.join("receipts").join("index.html"),
-        receipts_index(loaded),
+        receipts_index(loaded, &result_links(bundle)),
     )?;
     write(&out.join("kvw.pub.json"), public_key)?;
     for (name, bytes) in &bundle.extras {

@@ -413,12 +413,13 @@ fn check_other(
             statement.name
         ));
     }
+    // An unknown kind is named as such before any index question.
+    let expected = OtherEntry::for_statement(path, &statement)?;
     if entry.is_some() {
         return Err(format!(
             "not a probe receipt, but {INDEX_FILE} lists it as a probe run"
         ));
     }
-    let expected = OtherEntry::for_statement(path, &statement)?;
     let listed = other.ok_or_else(|| format!("not listed in {INDEX_FILE}"))?;
     if *listed != expected {
         return Err(format!("{INDEX_FILE} entry does not match the receipt"));

@@ -69,6 +69,7 @@ pub fn SitePage() -> impl IntoView {
             <nav class="site-links" aria-label=lang.pick("Site", "Sito")>
                 <a href="#glossary">{lang.pick("Glossary", "Glossario")}</a>
                 <a href=format!("{root}{}/compare.html", lang.code())>{lang.pick("Compare runs", "Confronta esecuzioni")}</a>
+                <a href=format!("{root}receipts/index.html")>{lang.pick("All receipts, gates, model checks", "Tutte le ricevute, gate, model check")}</a>
             </nav>
             <LangSwitch lang=lang/>
         </header>
