@@ -263,6 +263,10 @@ pub fn render_replay_body(data: PageData, catalog: Vec<CatalogEntry>, shown: Sho
 /// reads top to bottom.
 pub const JS_FLAG: &str = "<script>document.documentElement.classList.add(\"kvw-js\")</script>";
 
+/// The inline check that fetches the page's receipt at once and verifies it
+/// with WebCrypto while the wasm downloads (see the file's opening comment).
+pub const EARLY_CHECK: &str = include_str!("early_check.js");
+
 /// A complete replay page.
 pub fn render_replay_page(
     data: &PageData,
@@ -285,7 +289,10 @@ pub fn render_replay_page(
         })
         .collect();
     let boot = if hydrate {
-        boot_script(&data.root, "hydrate")
+        format!(
+            "<script>{EARLY_CHECK}</script>\n{}",
+            boot_script(&data.root, "hydrate")
+        )
     } else {
         String::new()
     };
@@ -302,10 +309,14 @@ pub fn render_replay_page(
 
 /// The module script that starts the browser side: `entry` is `hydrate`
 /// (replay pages) or `compare` (compare pages).
+///
+/// On a replay page the wasm download waits until the inline check's
+/// receipt has arrived (`window.kvwReceipt`), so on a slow link the two do
+/// not share the bandwidth and the badge is not held up by the wasm.
 fn boot_script(root: &str, entry: &str) -> String {
     format!(
         r#"<script type="module">import init, {{ {entry} }} from "{root}pkg/{WASM_JS}";
-init({{ module_or_path: "{root}pkg/{WASM_BIN}" }}).then(() => {entry}()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#
+Promise.resolve(window.kvwReceipt).catch(() => {{}}).then(() => init({{ module_or_path: "{root}pkg/{WASM_BIN}" }})).then(() => {entry}()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#
     )
 }
 
