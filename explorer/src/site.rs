@@ -265,6 +265,8 @@ pub const JS_FLAG: &str = "<script>document.documentElement.classList.add(\"kvw-
 
 /// The inline check that fetches the page's receipt at once and verifies it
 /// with WebCrypto while the wasm downloads (see the file's opening comment).
+/// It sits before the style sheet link: a classic script after a pending
+/// style sheet would wait for it, a whole round trip on a slow link.
 pub const EARLY_CHECK: &str = include_str!("early_check.js");
 
 /// A complete replay page.
@@ -288,18 +290,18 @@ pub fn render_replay_page(
                 .with(|| view! { <link rel="alternate" hreflang=l.code() href=href/> }.to_html())
         })
         .collect();
-    let boot = if hydrate {
-        format!(
-            "<script>{EARLY_CHECK}</script>\n{}",
-            boot_script(&data.root, "hydrate")
+    let (early, boot) = if hydrate {
+        (
+            format!("<script>{EARLY_CHECK}</script>\n"),
+            boot_script(&data.root, "hydrate"),
         )
     } else {
-        String::new()
+        (String::new(), String::new())
     };
     let body = render_replay_body(data.clone(), catalog.to_vec(), shown);
     let flag = if hydrate { JS_FLAG } else { "" };
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n{alternates}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{early}<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n{alternates}\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
         lang = lang.code(),
         title = escape(&title),
         root = data.root,
