@@ -25,9 +25,7 @@ pub fn outcome_preview(entry: &CatalogEntry, lang: Lang) -> String {
 
 #[component]
 fn Origin(name: String, lang: Lang) -> impl IntoView {
-    let Some(i) = info(&name) else {
-        return None;
-    };
+    let i = info(&name)?;
     let prs = match i.origin {
         Origin::Upstream { prs, .. } => prs.to_vec(),
         _ => Vec::new(),
