@@ -323,6 +323,38 @@ test("a tampered receipt file says not verified on every route to it", async () 
   }
 });
 
+// Two verifiers, one verdict: when the inline WebCrypto check refuses the
+// bytes (here: the page was built with another digest for its receipt) the
+// wasm verifier's yes is not enough, and the page shows the warning.
+test("when the WebCrypto check and the wasm verifier disagree, the page says not verified", async () => {
+  const copy = mkdtempSync(join(tmpdir(), "kvw-site-disagree-"));
+  cpSync(site, copy, { recursive: true });
+  const index = join(copy, "index.html");
+  const html = readFileSync(index, "utf8");
+  const altered = html.replace(/"receipt_sha256":"[0-9a-f]{64}"/, `"receipt_sha256":"${"0".repeat(64)}"`);
+  assert.notEqual(altered, html, "the page names its receipt's digest");
+  writeFileSync(index, altered);
+  for (const ext of [".gz", ".br"]) rmSync(index + ext, { force: true });
+  const served = await serve(copy);
+  try {
+    // The same site unaltered: both verifiers agree and the replay shows.
+    const good = await newPage();
+    await good.goto(base + "index.html");
+    await good.waitForSelector("#kvw-trust.ok", { timeout: 20_000 });
+    assert.equal(await good.getAttribute("html", "data-kvw-early"), "ok");
+    const page = await newPage();
+    await page.goto(served.url + "index.html");
+    await page.waitForSelector("#kvw-trust.bad", { timeout: 20_000 });
+    assert.equal(await page.getAttribute("html", "data-kvw-early"), "bad");
+    const text = await page.locator("#kvw-trust").textContent();
+    assert.match(text, /Not verified.*WebCrypto check refused/s, text);
+    assert.equal(await page.locator("section.step").count(), 0, "no step drawn");
+    console.log(`disagreeing verifiers: ${text.replace(/\s+/g, " ").trim().slice(0, 120)}`);
+  } finally {
+    served.child.kill();
+  }
+});
+
 // ---------------------------------------------------------------------------
 // Above the fold, and no layout shift when the page hydrates.
 
