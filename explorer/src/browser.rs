@@ -2,7 +2,8 @@
 //!
 //! [`hydrate`] runs on a replay page. The page embeds no receipt: it fetches
 //! the file it links as "this receipt" (`receipts/<stem>.json`) and the
-//! site's `catalog.json`, verifies the receipt with the evidence crate
+//! site's `catalog.json` (the receipt's bytes come from the inline WebCrypto
+//! check in `<head>`, which fetched them first), verifies the receipt with the evidence crate
 //! (compiled to wasm) and checks the catalog against its digest. Only when
 //! the verified bytes are the ones the static page was rendered from (same
 //! SHA-256) does it hydrate the server-rendered body; otherwise the static
@@ -282,14 +283,48 @@ fn mark_ready() {
     set_flag("data-kvw-ready", true);
 }
 
+/// A promise the inline check (`early_check.js`) left on `window`, if any.
+fn early_promise(name: &str) -> Option<js_sys::Promise> {
+    let window = web_sys::window()?;
+    js_sys::Reflect::get(&window, &JsValue::from_str(name))
+        .ok()?
+        .dyn_into()
+        .ok()
+}
+
+/// The wasm verdict, unless the inline WebCrypto check refused the same
+/// bytes: two verifiers that disagree show the warning, never the replay.
+async fn agree_with_early(shown: Shown) -> Shown {
+    let Some(early) = early_promise("kvwEarly") else {
+        return shown;
+    };
+    let verdict = JsFuture::from(early).await.ok().and_then(|v| v.as_string());
+    match (verdict.as_deref(), shown) {
+        (Some("bad"), Shown::Verified { stem, .. }) => Shown::Rejected {
+            stem,
+            reason: "the browser's WebCrypto check refused these bytes".to_string(),
+        },
+        (_, shown) => shown,
+    }
+}
+
 /// Record when the verdict was known: `data-kvw-verify-ms` (fetch and
-/// verification) and `data-kvw-badge-ms` (since navigation start).
+/// verification), `data-kvw-wasm-ms` (since navigation start) and, unless
+/// the inline check showed it first, `data-kvw-badge-ms`.
 fn record_timing(started: f64) {
     set_root_attr(
         "data-kvw-verify-ms",
         Some(&format!("{:.1}", now_ms() - started)),
     );
-    set_root_attr("data-kvw-badge-ms", Some(&format!("{:.1}", now_ms())));
+    let at = format!("{:.1}", now_ms());
+    set_root_attr("data-kvw-wasm-ms", Some(&at));
+    // The inline WebCrypto check may have shown the badge already.
+    let shown_early = document()
+        .document_element()
+        .is_some_and(|root| root.has_attribute("data-kvw-badge-ms"));
+    if !shown_early {
+        set_root_attr("data-kvw-badge-ms", Some(&at));
+    }
 }
 
 /// Hydrate a replay page (called by the page's module script).
@@ -303,10 +338,24 @@ pub async fn hydrate() {
     let started = now_ms();
     let receipt_url = data.receipt_href(&data.receipt);
     let catalog_url = data.catalog_href();
-    // Both requests in flight at once; on a slow link that halves the wait.
-    let receipt_req = start_fetch(&receipt_url);
     let catalog_req = start_fetch(&catalog_url);
-    let shown = verify_fetched(&receipt_url, receipt_req, &data.public_key).await;
+    // The inline check started fetching the receipt before this module
+    // loaded; verify those same bytes rather than asking again.
+    let shown = match early_promise("kvwReceipt") {
+        Some(bytes) => match JsFuture::from(bytes).await {
+            Ok(buffer) => trust::check_bytes(
+                &data.receipt,
+                &js_sys::Uint8Array::new(&buffer).to_vec(),
+                &data.public_key,
+            ),
+            Err(e) => Shown::Rejected {
+                stem: data.receipt.clone(),
+                reason: format!("cannot fetch {receipt_url}: {e:?}"),
+            },
+        },
+        None => verify_fetched(&receipt_url, start_fetch(&receipt_url), &data.public_key).await,
+    };
+    let shown = agree_with_early(shown).await;
     let catalog = catalog_fetched(&catalog_url, catalog_req, &data.catalog_sha256).await;
     record_timing(started);
     let same_bytes =

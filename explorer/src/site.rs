@@ -269,6 +269,12 @@ pub fn render_replay_body(data: PageData, catalog: Vec<CatalogEntry>, shown: Sho
 /// reads top to bottom.
 pub const JS_FLAG: &str = "<script>document.documentElement.classList.add(\"kvw-js\")</script>";
 
+/// The inline check that fetches the page's receipt at once and verifies it
+/// with WebCrypto while the wasm downloads (see the file's opening comment).
+/// It sits before the style sheet link: a classic script after a pending
+/// style sheet would wait for it, a whole round trip on a slow link.
+pub const EARLY_CHECK: &str = include_str!("early_check.js");
+
 /// A complete replay page.
 pub fn render_replay_page(
     data: &PageData,
@@ -290,15 +296,18 @@ pub fn render_replay_page(
                 .with(|| view! { <link rel="alternate" hreflang=l.code() href=href/> }.to_html())
         })
         .collect();
-    let boot = if hydrate {
-        boot_script(&data.root, "hydrate")
+    let (early, boot) = if hydrate {
+        (
+            format!("<script>{EARLY_CHECK}</script>\n"),
+            boot_script(&data.root, "hydrate"),
+        )
     } else {
-        String::new()
+        (String::new(), String::new())
     };
     let body = render_replay_body(data.clone(), catalog.to_vec(), shown);
     let flag = if hydrate { JS_FLAG } else { "" };
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n{alternates}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<link rel=\"icon\" href=\"data:,\">\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{early}<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n{alternates}\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
         lang = lang.code(),
         title = escape(&title),
         root = data.root,
@@ -308,10 +317,14 @@ pub fn render_replay_page(
 
 /// The module script that starts the browser side: `entry` is `hydrate`
 /// (replay pages) or `compare` (compare pages).
+///
+/// On a replay page the wasm download waits until the inline check's
+/// receipt has arrived (`window.kvwReceipt`), so on a slow link the two do
+/// not share the bandwidth and the badge is not held up by the wasm.
 fn boot_script(root: &str, entry: &str) -> String {
     format!(
         r#"<script type="module">import init, {{ {entry} }} from "{root}pkg/{WASM_JS}";
-init({{ module_or_path: "{root}pkg/{WASM_BIN}" }}).then(() => {entry}()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#
+Promise.resolve(window.kvwReceipt).catch(() => {{}}).then(() => init({{ module_or_path: "{root}pkg/{WASM_BIN}" }})).then(() => {entry}()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#
     )
 }
 

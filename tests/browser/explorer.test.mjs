@@ -323,6 +323,38 @@ test("a tampered receipt file says not verified on every route to it", async () 
   }
 });
 
+// Two verifiers, one verdict: when the inline WebCrypto check refuses the
+// bytes (here: the page was built with another digest for its receipt) the
+// wasm verifier's yes is not enough, and the page shows the warning.
+test("when the WebCrypto check and the wasm verifier disagree, the page says not verified", async () => {
+  const copy = mkdtempSync(join(tmpdir(), "kvw-site-disagree-"));
+  cpSync(site, copy, { recursive: true });
+  const index = join(copy, "index.html");
+  const html = readFileSync(index, "utf8");
+  const altered = html.replace(/"receipt_sha256":"[0-9a-f]{64}"/, `"receipt_sha256":"${"0".repeat(64)}"`);
+  assert.notEqual(altered, html, "the page names its receipt's digest");
+  writeFileSync(index, altered);
+  for (const ext of [".gz", ".br"]) rmSync(index + ext, { force: true });
+  const served = await serve(copy);
+  try {
+    // The same site unaltered: both verifiers agree and the replay shows.
+    const good = await newPage();
+    await good.goto(base + "index.html");
+    await good.waitForSelector("#kvw-trust.ok", { timeout: 20_000 });
+    assert.equal(await good.getAttribute("html", "data-kvw-early"), "ok");
+    const page = await newPage();
+    await page.goto(served.url + "index.html");
+    await page.waitForSelector("#kvw-trust.bad", { timeout: 20_000 });
+    assert.equal(await page.getAttribute("html", "data-kvw-early"), "bad");
+    const text = await page.locator("#kvw-trust").textContent();
+    assert.match(text, /Not verified.*WebCrypto check refused/s, text);
+    assert.equal(await page.locator("section.step").count(), 0, "no step drawn");
+    console.log(`disagreeing verifiers: ${text.replace(/\s+/g, " ").trim().slice(0, 120)}`);
+  } finally {
+    served.child.kill();
+  }
+});
+
 // ---------------------------------------------------------------------------
 // Above the fold, and no layout shift when the page hydrates.
 
@@ -393,7 +425,11 @@ test("hydration does not shift the layout on an emulated slow 4G link", async ()
     await page.waitForTimeout(500);
     const cls = await page.evaluate(() => window.__cls);
     const badge = Number(await page.getAttribute("html", "data-kvw-badge-ms"));
-    console.log(`slow 4G ${w}×${h}: CLS ${cls.toFixed(4)}, verified badge at ${badge} ms after navigation, ${bytes} bytes over the wire (target CLS < 0.1, badge ≤ 1500 ms, ≤ 350 KB)`);
+    const wasm = Number(await page.getAttribute("html", "data-kvw-wasm-ms"));
+    const early = await page.getAttribute("html", "data-kvw-early");
+    assert.equal(early, "ok", "the inline WebCrypto check verified the receipt");
+    assert.ok(await page.locator("#kvw-trust.ok").isVisible(), "the wasm verifier agreed");
+    console.log(`slow 4G ${w}×${h}: CLS ${cls.toFixed(4)}, verified badge (WebCrypto) at ${badge} ms after navigation, wasm verifier at ${wasm} ms, ${bytes} bytes over the wire (target CLS < 0.1, badge ≤ 1500 ms, ≤ 350 KB)`);
     assert.ok(cls < 0.1, `CLS ${cls}`);
   }
 });

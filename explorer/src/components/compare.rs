@@ -8,6 +8,7 @@
 //! warning instead of the table.
 
 use kvw_evidence::{ProbePredicate, Step, WriterClass};
+use leptos::either::{Either, EitherOf3};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -65,25 +66,26 @@ fn Picker(catalog: Vec<CatalogEntry>, left: String, right: String, lang: Lang) -
 }
 
 /// The trust line of one side.
-fn side_trust(shown: &Shown, checked: bool, lang: Lang) -> AnyView {
+fn side_trust(shown: &Shown, checked: bool, lang: Lang) -> impl IntoView {
     match shown {
         Shown::Verified { stem, sha256, .. } => {
             let where_ = if checked {
                 lang.pick("verified in this browser", "verificata in questo browser")
             } else {
-                lang.pick("verified when the site was built", "verificata alla costruzione del sito")
+                lang.pick(
+                    "verified when the site was built",
+                    "verificata alla costruzione del sito",
+                )
             };
             let short = sha256.get(..16).unwrap_or(sha256).to_string();
-            view! {
+            EitherOf3::A(view! {
                 <li class="ok"><span aria-hidden="true">"✔ "</span><code>{format!("{stem}.json")}</code>" "{where_}" · sha256 "<code>{short}</code></li>
-            }
-            .into_any()
+            })
         }
-        Shown::Rejected { stem, reason } => view! {
+        Shown::Rejected { stem, reason } => EitherOf3::B(view! {
             <li class="bad"><span aria-hidden="true">"⚠ "</span><code>{format!("{stem}.json")}</code>" "{lang.pick("NOT VERIFIED: ", "NON VERIFICATA: ")}{reason.clone()}</li>
-        }
-        .into_any(),
-        Shown::Loading { stem } => view! { <li><code>{stem.clone()}</code>"…"</li> }.into_any(),
+        }),
+        Shown::Loading { stem } => EitherOf3::C(view! { <li><code>{stem.clone()}</code>"…"</li> }),
     }
 }
 
@@ -103,14 +105,13 @@ pub fn ComparePage(app: CompareApp) -> impl IntoView {
         })
     };
     let body = match (side(&app.left), side(&app.right)) {
-        (Some(l), Some(r)) => view! { <CompareView left=l right=r lang=lang/> }.into_any(),
-        _ => view! {
+        (Some(l), Some(r)) => Either::Left(view! { <CompareView left=l right=r lang=lang/> }),
+        _ => Either::Right(view! {
             <div class="tampered" role="alert" id="kvw-warning">
                 <h2><span aria-hidden="true">"⚠ "</span>{lang.pick("Not compared: a receipt failed verification", "Nessun confronto: una ricevuta non ha superato la verifica")}</h2>
                 <p><a href=format!("{}index.html", app.data.root)>{lang.pick("Back to the verified runs", "Torna alle esecuzioni verificate")}</a></p>
             </div>
-        }
-        .into_any(),
+        }),
     };
     let trust_css = if app.left.is_verified() && app.right.is_verified() {
         "trust-list ok"
@@ -141,7 +142,7 @@ pub struct Side {
 #[component]
 fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
     let Some(step) = step else {
-        return view! { <td data-label=label>"—"</td> }.into_any();
+        return Either::Left(view! { <td data-label=label>"—"</td> });
     };
     let sentences = kvw_evidence::render::step_sentences(&step, lang.render());
     let state = step.state.map(|s| {
@@ -171,14 +172,13 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
             ),
         }
     });
-    view! {
+    Either::Right(view! {
         <td data-label=label>
             <ul class="facts">{sentences.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>
             {state.map(|s| view! { <p class="small"><code>{s}</code></p> })}
             {pages.map(|p| view! { <p class="small">{p}</p> })}
         </td>
-    }
-    .into_any()
+    })
 }
 
 #[component]
@@ -251,5 +251,4 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
             </div>
         </section>
     }
-    .into_any()
 }

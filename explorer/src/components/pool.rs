@@ -8,6 +8,7 @@
 //! thousands of elements. A sentence under the grid says the same in words.
 
 use kvw_evidence::{PageRange, PageView, WriterClass};
+use leptos::either::Either;
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
@@ -47,7 +48,6 @@ fn Legend(lang: Lang) -> impl IntoView {
             <li><span class="pg c-never x" aria-hidden="true"></span>" "{lang.pick("read by decode attention (underline)", "letta dall'attenzione di decode (sottolineatura)")}</li>
         </ul>
     }
-    .into_any()
 }
 
 /// One cell per page: for walkthrough-sized pools.
@@ -131,7 +131,6 @@ fn Bars(view: PageView, lang: Lang) -> impl IntoView {
             <Bar label=lang.pick("read", "lette") segments=range_segments(&view.read, "seg rng-x") total=total/>
         </div>
     }
-    .into_any()
 }
 
 /// The run table, for readers who cannot or prefer not to read the grid.
@@ -162,7 +161,6 @@ fn RunTable(view: PageView, lang: Lang) -> impl IntoView {
             {(hidden > 0).then(|| view! { <p>{format!("… {hidden} ")}{lang.pick("more runs", "altri gruppi")}</p> })}
         </details>
     }
-    .into_any()
 }
 
 /// What the grid shows, in one or two sentences.
@@ -210,9 +208,9 @@ pub fn PoolView(view: PageView, lang: Lang) -> impl IntoView {
     );
     let text = summary(&view, lang);
     let drawing = if pages::draw_cells(&view) {
-        view! { <Cells view=view.clone() lang=lang/> }.into_any()
+        Either::Left(view! { <Cells view=view.clone() lang=lang/> })
     } else {
-        view! { <Bars view=view.clone() lang=lang/> }.into_any()
+        Either::Right(view! { <Bars view=view.clone() lang=lang/> })
     };
     view! {
         <figure class="pool">
@@ -223,5 +221,4 @@ pub fn PoolView(view: PageView, lang: Lang) -> impl IntoView {
             <RunTable view=view lang=lang/>
         </figure>
     }
-    .into_any()
 }

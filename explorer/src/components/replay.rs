@@ -6,6 +6,7 @@
 //! a time and the Prev/Next buttons, hidden until then, take over.
 
 use kvw_evidence::ProbePredicate;
+use leptos::either::EitherOf3;
 use leptos::prelude::*;
 
 use super::actions::remember_step;
@@ -35,7 +36,6 @@ fn StepNav(names: Vec<(u8, String)>, lang: Lang) -> impl IntoView {
             </ol>
         </nav>
     }
-    .into_any()
 }
 
 #[component]
@@ -59,7 +59,6 @@ fn Stepper(lang: Lang) -> impl IntoView {
             <span class="hint">{lang.pick("or use ← → keys", "oppure i tasti ← →")}</span>
         </div>
     }
-    .into_any()
 }
 
 #[component]
@@ -113,7 +112,6 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
             <Switches lang=lang/>
         </div>
     }
-    .into_any()
 }
 
 #[component]
@@ -138,11 +136,11 @@ pub fn Replay() -> impl IntoView {
     view! {
         <div class="replay" id="replay">
             {move || match ctx.shown.get() {
-                Shown::Verified { predicate, .. } => view! { <ReplayBody predicate=*predicate lang=lang/> }.into_any(),
-                Shown::Rejected { stem, reason } => view! { <NotReplayed stem=stem reason=reason lang=lang/> }.into_any(),
-                Shown::Loading { stem } => view! {
+                Shown::Verified { predicate, .. } => EitherOf3::A(view! { <ReplayBody predicate=*predicate lang=lang/> }),
+                Shown::Rejected { stem, reason } => EitherOf3::B(view! { <NotReplayed stem=stem reason=reason lang=lang/> }),
+                Shown::Loading { stem } => EitherOf3::C(view! {
                     <p class="loading" aria-busy="true">{lang.pick("Loading and verifying ", "Caricamento e verifica di ")}<code>{stem}</code>"…"</p>
-                }.into_any(),
+                }),
             }}
         </div>
     }

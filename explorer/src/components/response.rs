@@ -1,6 +1,7 @@
 //! The response the client received, with leaked canaries marked.
 
 use kvw_evidence::Verdict;
+use leptos::either::Either;
 use leptos::prelude::*;
 
 use crate::highlight::{segments, Segment};
@@ -12,8 +13,8 @@ pub fn ResponseView(verdict: Verdict, tenant: Option<String>, lang: Lang) -> imp
     let parts = segments(&verdict.response_text, &verdict.canaries_leaked)
         .into_iter()
         .map(|s| match s {
-            Segment::Plain(t) => view! { <span>{t}</span> }.into_any(),
-            Segment::Canary(t) => view! { <mark class="canary">{t}</mark> }.into_any(),
+            Segment::Plain(t) => Either::Left(view! { <span>{t}</span> }),
+            Segment::Canary(t) => Either::Right(view! { <mark class="canary">{t}</mark> }),
         })
         .collect_view();
     let leaked = verdict.canaries_leaked.join(", ");
@@ -41,5 +42,4 @@ pub fn ResponseView(verdict: Verdict, tenant: Option<String>, lang: Lang) -> imp
             })}
         </div>
     }
-    .into_any()
 }

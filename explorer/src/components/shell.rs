@@ -54,7 +54,6 @@ fn Footer(lang: Lang) -> impl IntoView {
             <p>{lang.pick("Verify offline: ", "Verifica offline: ")}<code>"kvw verify"</code></p>
         </footer>
     }
-    .into_any()
 }
 
 /// The whole body of a replay page.
@@ -88,5 +87,4 @@ pub fn SitePage() -> impl IntoView {
         </aside>
         <Footer lang=lang/>
     }
-    .into_any()
 }

@@ -14,9 +14,9 @@ pub fn SourceLinks(
     lang: Lang,
 ) -> impl IntoView {
     if sources.is_empty() {
-        return ().into_any();
+        return None;
     }
-    view! {
+    Some(view! {
         <div class="sources">
             <h3 class="sub">{lang.pick("Source lines", "Righe di codice")}</h3>
             <ul>
@@ -36,6 +36,5 @@ pub fn SourceLinks(
                 }).collect_view()}
             </ul>
         </div>
-    }
-    .into_any()
+    })
 }

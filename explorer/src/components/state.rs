@@ -47,5 +47,4 @@ pub fn StateTable(state: ReqState, lang: Lang) -> impl IntoView {
             </p>
         })}
     }
-    .into_any()
 }

@@ -32,9 +32,9 @@ pub struct StepContext {
 #[component]
 fn Events(events: Vec<Event>, lang: Lang) -> impl IntoView {
     if events.is_empty() {
-        return ().into_any();
+        return None;
     }
-    view! {
+    Some(view! {
         <details class="events">
             <summary>{lang.pick("Events", "Eventi")}" ("{events.len()}")"</summary>
             <ol>
@@ -43,8 +43,7 @@ fn Events(events: Vec<Event>, lang: Lang) -> impl IntoView {
                 }).collect_view()}
             </ol>
         </details>
-    }
-    .into_any()
+    })
 }
 
 #[component]
@@ -112,5 +111,4 @@ pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
             <Events events=cx.events.clone() lang=lang/>
         </section>
     }
-    .into_any()
 }

@@ -8,6 +8,7 @@
 //! does: the outcome of the sibling receipt, read from the catalog. A
 //! combination the bundle never ran says so instead of guessing.
 
+use leptos::either::Either;
 use leptos::prelude::*;
 
 use super::actions::switch_to;
@@ -24,20 +25,17 @@ pub fn outcome_preview(entry: &CatalogEntry, lang: Lang) -> String {
 
 #[component]
 fn Origin(name: String, lang: Lang) -> impl IntoView {
-    let Some(i) = info(&name) else {
-        return ().into_any();
-    };
+    let i = info(&name)?;
     let prs = match i.origin {
         Origin::Upstream { prs, .. } => prs.to_vec(),
         _ => Vec::new(),
     };
-    view! {
+    Some(view! {
         <span class="origin">
             {prs.into_iter().map(|pr| view! { <a href=pr_url(pr) class="pr">{format!("PR #{pr}")}</a>" " }).collect_view()}
             {origin_words(i.origin, lang)}
         </span>
-    }
-    .into_any()
+    })
 }
 
 #[component]
@@ -65,30 +63,29 @@ fn SwitchItem(switch: SwitchView, lang: Lang) -> impl IntoView {
             } else {
                 lang.pick(": show the run with it", ": mostra l'esecuzione con")
             };
-            view! {
+            Either::Left(view! {
                 <a class=css href=href data-switch=name.clone()
                     on:click=move |ev| { ev.prevent_default(); switch_to(ctx, stem.clone()); }>
                     <span class="knob">{state}</span>" "<code>{name.clone()}</code><span class="sr-only">{action}</span>
                 </a>
-            }
-            .into_any()
+            })
         }
-        None => view! {
+        None => Either::Right(view! {
             <span class=format!("{css} unavailable") data-switch=name.clone()>
                 <span class="knob" aria-hidden="true">{state}</span>" "<code>{name.clone()}</code>
             </span>
-        }
-        .into_any(),
+        }),
     };
     let preview = match sibling {
-        Some(e) => view! { <p class="preview">{verb}<strong>{outcome_preview(&e, lang)}</strong></p> }.into_any(),
-        None => view! {
+        Some(e) => Either::Left(
+            view! { <p class="preview">{verb}<strong>{outcome_preview(&e, lang)}</strong></p> },
+        ),
+        None => Either::Right(view! {
             <p class="preview none">{lang.pick(
                 "No receipt for this combination: the bundle did not run it, so there is no signed outcome to show. Turn another switch off first.",
                 "Nessuna ricevuta per questa combinazione: il bundle non l'ha eseguita, quindi non c'è un esito firmato da mostrare. Spegni prima un altro interruttore.",
             )}</p>
-        }
-        .into_any(),
+        }),
     };
     view! {
         <li class="switch-item">
@@ -115,9 +112,9 @@ pub fn Switches(lang: Lang) -> impl IntoView {
         (switches_for(catalog, entry), compare)
     });
     if switches.is_empty() {
-        return ().into_any();
+        return None;
     }
-    view! {
+    Some(view! {
         <section class="switches" aria-labelledby="switches-h">
             <h2 id="switches-h">{lang.pick("Fixes: which one stops it?", "Correzioni: quale la ferma?")}</h2>
             <p class="hint">{lang.pick("Each switch opens the signed receipt of that combination.", "Ogni interruttore apre la ricevuta firmata di quella combinazione.")}</p>
@@ -126,6 +123,5 @@ pub fn Switches(lang: Lang) -> impl IntoView {
                 <p><a href=href id="kvw-compare-link">{lang.pick("Compare this run with the run without fixes", "Confronta questa esecuzione con quella senza correzioni")}<span aria-hidden="true">" →"</span></a></p>
             })}
         </section>
-    }
-    .into_any()
+    })
 }

@@ -68,7 +68,6 @@ fn ConfigList(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
             <pre class="counters">{serde_json::to_string_pretty(&predicate.verdict.counters).unwrap_or_default()}</pre>
         </details>
     }
-    .into_any()
 }
 
 #[component]
@@ -101,5 +100,4 @@ pub fn VerdictPanel(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
             <ConfigList predicate=predicate.clone() lang=lang/>
         </section>
     }
-    .into_any()
 }
