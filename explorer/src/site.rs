@@ -397,7 +397,10 @@ fn result_links(bundle: &LoadedBundle) -> Vec<(String, String)> {
         ));
     }
     for (stem, _, _) in &results.fuzz {
-        links.push((format!("../en/{stem}.html"), format!("Randomized runs: {stem}")));
+        links.push((
+            format!("../en/{stem}.html"),
+            format!("Randomized runs: {stem}"),
+        ));
     }
     for (stem, _, _) in &results.scenarios {
         links.push((format!("../en/{stem}.html"), format!("Scenario: {stem}")));
