@@ -239,8 +239,8 @@ fn rejected_at_prefill(setup: &Setup) -> Observed {
         let d = ran.door(r, DoorName::PrefillBootstrapQueue);
         ensure!(
             matches!(d, Some((DoorDecision::Retired, _))),
-            "prefill's bootstrap-queue door decided {:?} for the rejected request",
-            d.map(|x| x.0)
+            "prefill's bootstrap-queue door decided {} for the rejected request",
+            super::decided(d.map(|x| x.0))
         );
         ensure!(
             !ran.bootstrapped(r, Worker::Prefill),
@@ -258,8 +258,8 @@ fn rejected_at_decode(setup: &Setup) -> Observed {
         let d = ran.door(r, DoorName::DecodePreallocQueue);
         ensure!(
             matches!(d, Some((DoorDecision::Retired, _))),
-            "decode's prealloc-queue door decided {:?} for the rejected request",
-            d.map(|x| x.0)
+            "decode's prealloc-queue door decided {} for the rejected request",
+            super::decided(d.map(|x| x.0))
         );
         ensure!(
             !ran.bootstrapped(r, Worker::Decode),
@@ -295,8 +295,8 @@ fn reenter(
         let d = ran.door(r, door);
         ensure!(
             matches!(&d, Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
-            "{door:?} decided {:?} (to_finish {:?}) for a re-entering request",
-            d.as_ref().map(|x| x.0),
+            "{door:?} decided {} (to_finish {:?}) for a re-entering request",
+            super::decided(d.as_ref().map(|x| x.0)),
             d.as_ref().and_then(|x| x.1.clone())
         );
         let more = then(ran, r)?;
@@ -425,8 +425,8 @@ fn valid(setup: &Setup, door: DoorName, worker: Worker) -> Observed {
         let d = ran.door(r, door);
         ensure!(
             matches!(d, Some((DoorDecision::Admitted, None))),
-            "{door:?} decided {:?} for a valid request",
-            d.map(|x| x.0)
+            "{door:?} decided {} for a valid request",
+            super::decided(d.map(|x| x.0))
         );
         ensure!(
             ran.bootstrapped(r, worker),
@@ -462,8 +462,8 @@ fn null_mode(setup: &Setup) -> Observed {
         });
         ensure!(
             matches!(&door, Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
-            "NULL mode's door decided {:?}",
-            door.map(|d| d.0)
+            "NULL mode's door decided {}",
+            super::decided(door.map(|d| d.0))
         );
         let status = run.events.iter().find_map(|e| match &e.kind {
             EventKind::Response { status, .. } => Some(*status),

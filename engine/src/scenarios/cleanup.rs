@@ -199,8 +199,8 @@ fn retired_once(ran: &Ran, r: u32, status: u16, kinds: &[RK], sent: usize) -> Re
     let d = ran.door(r, DoorName::PrefillResult);
     ensure!(
         matches!(d, Some((DoorDecision::Retired, _))),
-        "the result door decided {:?}",
-        d.map(|x| x.0)
+        "the result door decided {}",
+        super::decided(d.map(|x| x.0))
     );
     let sends = ran.sends(r);
     ensure!(

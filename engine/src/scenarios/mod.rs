@@ -302,3 +302,16 @@ pub fn all() -> Vec<Scenario> {
 pub fn find(name: &str) -> Option<Scenario> {
     all().into_iter().find(|s| s.name == name)
 }
+
+/// A door's decision as the receipts spell it, for the "why" of a row.
+pub(crate) fn decided(d: Option<kvw_evidence::DoorDecision>) -> &'static str {
+    use kvw_evidence::DoorDecision as D;
+    match d {
+        None => "nothing (the request never reached it)",
+        Some(D::Admitted) => "admitted",
+        Some(D::Retired) => "retired",
+        Some(D::Dropped) => "dropped",
+        Some(D::SentLastChunk) => "sent_last_chunk",
+        Some(D::Aborted) => "aborted",
+    }
+}
