@@ -2,8 +2,8 @@
 //! loopback HTTP: each gets the right 4xx in the OpenAI error shape, and
 //! the server keeps answering ordinary requests after all of them.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
 use std::sync::Arc;
 
 use kvw_server::keys::Keys;
@@ -28,34 +28,9 @@ fn start() -> (u16, tokio::runtime::Runtime) {
     (port, rt)
 }
 
-/// One raw HTTP/1.1 exchange; returns status and body.
-fn raw(port: u16, head: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let req = format!(
-        "{head}\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (status, body)
-}
-
 fn post(port: u16, key: Option<&str>, path: &str, body: &[u8]) -> (u16, String) {
     let auth = key.map_or(String::new(), |k| format!("\r\nAuthorization: Bearer {k}"));
-    raw(
+    common::raw(
         port,
         &format!("POST {path} HTTP/1.1\r\nContent-Type: application/json{auth}"),
         body,
@@ -164,12 +139,12 @@ fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
         let (status, text) = post(port, key, path, &body);
         assert_error(status, &text, want, says);
     }
-    let (status, text) = raw(port, "GET /v1/models HTTP/1.1", b"");
+    let (status, text) = common::raw(port, "GET /v1/models HTTP/1.1", b"");
     assert_error(status, &text, 401, "API key");
     // Still serving, and still correct.
     let (status, text) = post(port, k, c, ok);
     assert_eq!(status, 200, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["choices"][0]["text"], "still");
-    assert_eq!(raw(port, "GET /healthz HTTP/1.1", b"").0, 200);
+    assert_eq!(common::raw(port, "GET /healthz HTTP/1.1", b"").0, 200);
 }

@@ -1,35 +1,18 @@
 //! `POST /api/probe` over loopback HTTP: a pre-fix probe's signed receipt
 //! shows the leak, a post-fix one does not, and bad bodies get 4xx.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
 use std::sync::Arc;
 
 use kvw_evidence::{ProbePredicate, Signer};
 use kvw_server::probe_api::{router, ProbeApi};
 
 fn post(port: u16, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let head = format!(
-        "POST /api/probe HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (
-        status,
-        text.split("\r\n\r\n")
-            .nth(1)
-            .unwrap_or_default()
-            .to_string(),
+    common::raw(
+        port,
+        "POST /api/probe HTTP/1.1\r\nContent-Type: application/json",
+        body,
     )
 }
 
