@@ -7,7 +7,7 @@
 
 use kvw_evidence::{
     Assumption, AssumptionId, EngineInfo, Fix, Outcome, PageTail, PoisonMode, ProbeConfig,
-    ProbeInfo, ProbePredicate, RequestInfo, Scale, Verdict,
+    ProbeInfo, ProbePredicate, Scale, Verdict,
 };
 use rand::SeedableRng;
 
@@ -111,18 +111,7 @@ fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
         engine: engine_info(),
         backend: sim.backend.info(),
         config: config.clone(),
-        requests: sim
-            .entries
-            .iter()
-            .map(|e| RequestInfo {
-                rid: e.rid.clone(),
-                tenant: e.arrival.tenant.clone(),
-                prompt_len: e.arrival.prompt.len() as u64,
-                canary: e.arrival.canary.clone(),
-                arrival_us: e.arrival.at_us,
-                probed: e.arrival.probed,
-            })
-            .collect(),
+        requests: sim.entries.iter().map(|e| e.info()).collect(),
         events,
         steps,
         assumptions: assumptions(config),

@@ -154,18 +154,7 @@ impl Ran {
         Ran {
             events: sim.trace.events.clone(),
             owners: sim.trace.requests.clone(),
-            requests: sim
-                .entries
-                .iter()
-                .map(|e| RequestInfo {
-                    rid: e.rid.clone(),
-                    tenant: e.arrival.tenant.clone(),
-                    prompt_len: e.arrival.prompt.len() as u64,
-                    canary: e.arrival.canary.clone(),
-                    arrival_us: e.arrival.at_us,
-                    probed: e.arrival.probed,
-                })
-                .collect(),
+            requests: sim.entries.iter().map(|e| e.info()).collect(),
             responses: sim.entries.iter().map(|e| e.response.clone()).collect(),
             prompts: sim
                 .entries

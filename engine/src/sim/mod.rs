@@ -106,6 +106,18 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The request as a receipt lists it.
+    pub fn info(&self) -> kvw_evidence::RequestInfo {
+        kvw_evidence::RequestInfo {
+            rid: self.rid.clone(),
+            tenant: self.arrival.tenant.clone(),
+            prompt_len: self.arrival.prompt.len() as u64,
+            canary: self.arrival.canary.clone(),
+            arrival_us: self.arrival.at_us,
+            probed: self.arrival.probed,
+        }
+    }
+
     /// The request as a worker receives it from the router.
     pub fn req(&self) -> Req {
         Req::new(
