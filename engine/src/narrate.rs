@@ -214,7 +214,7 @@ fn previously_written(view: Option<&PageView>, reserved: &[PageRange]) -> u64 {
     };
     reserved
         .iter()
-        .flat_map(|r| r.first..r.first + r.count)
+        .flat_map(PageRange::pages)
         .filter(|&p| written(p))
         .count() as u64
 }
@@ -435,7 +435,9 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                     ));
                 }
             }
-            EventKind::KvLanded { pages } => landed += pages.iter().map(|r| r.count).sum::<u64>(),
+            EventKind::KvLanded { pages, .. } => {
+                landed += pages.iter().map(|r| r.count).sum::<u64>()
+            }
             EventKind::Poll {
                 worker: Worker::Decode,
                 result,

@@ -26,7 +26,17 @@ impl Trace {
     }
 
     /// Record an event of request `req` (whose id is `rid`); returns its index.
+    ///
+    /// A landing right after a landing of the same request (no event of any
+    /// request in between) joins that event: the transfer lands page by
+    /// page, and one event per page would make an incident-scale receipt
+    /// megabytes long without saying more. Event order is unchanged.
     pub fn record(&mut self, req: u32, rid: &str, at_us: u64, kind: EventKind) -> usize {
+        if let EventKind::KvLanded { pages, .. } = &kind {
+            if let Some(i) = self.extend_landing(req, at_us, pages) {
+                return i;
+            }
+        }
         self.events.push(Event {
             at_us,
             rid: rid.to_string(),
@@ -34,6 +44,30 @@ impl Trace {
         });
         self.requests.push(req);
         self.events.len() - 1
+    }
+
+    /// Join `pages`, landed at `at_us`, to the last event if it is a landing
+    /// of the same request; returns that event's index.
+    fn extend_landing(&mut self, req: u32, at_us: u64, pages: &[PageRange]) -> Option<usize> {
+        let i = self.events.len().checked_sub(1)?;
+        if self.requests[i] != req {
+            return None;
+        }
+        let EventKind::KvLanded {
+            pages: landed,
+            until_us,
+        } = &mut self.events[i].kind
+        else {
+            return None;
+        };
+        let all: Vec<u64> = landed
+            .iter()
+            .chain(pages)
+            .flat_map(PageRange::pages)
+            .collect();
+        *landed = ranges(&all);
+        *until_us = Some(at_us);
+        Some(i)
     }
 
     /// Attach a page picture to event `index`.
@@ -55,14 +89,17 @@ pub fn req_state(req: &Req, original_prompt_len: usize, door: &str, decision: &s
     }
 }
 
-/// Compress a page list (in table order) into ascending runs.
-pub fn ranges(pages: &[u32]) -> Vec<PageRange> {
+/// Compress a page list (in table order) into runs that count up or down.
+pub fn ranges<P: Copy + Into<u64>>(pages: &[P]) -> Vec<PageRange> {
     let mut out: Vec<PageRange> = Vec::new();
-    for &p in pages {
-        let p = p as u64;
+    for p in pages.iter().map(|&p| p.into()) {
         match out.last_mut() {
-            Some(r) if r.first + r.count == p => r.count += 1,
-            _ => out.push(PageRange { first: p, count: 1 }),
+            Some(r) if r.count == 1 && r.first.checked_sub(1) == Some(p) => {
+                *r = PageRange::down(r.first, 2)
+            }
+            Some(r) if !r.down && r.first + r.count == p => r.count += 1,
+            Some(r) if r.down && r.first.checked_sub(r.count) == Some(p) => r.count += 1,
+            _ => out.push(PageRange::up(p, 1)),
         }
     }
     out
@@ -73,10 +110,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_compress_ascending_runs_only() {
-        let r = ranges(&[5, 6, 7, 3, 2, 9]);
-        let pairs: Vec<_> = r.iter().map(|r| (r.first, r.count)).collect();
-        assert_eq!(pairs, vec![(5, 3), (3, 1), (2, 1), (9, 1)]);
-        assert!(ranges(&[]).is_empty());
+    fn ranges_compress_runs_in_both_directions() {
+        let r = ranges(&[5u32, 6, 7, 3, 2, 1, 9, 20, 19]);
+        let runs: Vec<_> = r.iter().map(|r| (r.first, r.count, r.down)).collect();
+        assert_eq!(
+            runs,
+            vec![(5, 3, false), (3, 3, true), (9, 1, false), (20, 2, true)]
+        );
+        let back: Vec<u64> = r.iter().flat_map(PageRange::pages).collect();
+        assert_eq!(back, vec![5, 6, 7, 3, 2, 1, 9, 20, 19]);
+        assert!(ranges::<u32>(&[]).is_empty());
+    }
+
+    #[test]
+    fn consecutive_landings_of_one_request_are_one_event() {
+        let land = |pages: &[u32]| EventKind::KvLanded {
+            pages: ranges(pages),
+            until_us: None,
+        };
+        let mut t = Trace::new();
+        assert_eq!(t.record(0, "a-1", 10, land(&[7])), 0);
+        assert_eq!(t.record(0, "a-1", 11, land(&[6])), 0);
+        assert_eq!(t.record(1, "b-2", 12, land(&[3])), 1);
+        assert_eq!(t.record(0, "a-1", 13, land(&[5])), 2);
+        assert_eq!(t.events.len(), 3);
+        match &t.events[0].kind {
+            EventKind::KvLanded { pages, until_us } => {
+                assert_eq!(pages, &vec![PageRange::down(7, 2)]);
+                assert_eq!(*until_us, Some(11));
+            }
+            other => panic!("not a landing: {other:?}"),
+        }
+        assert_eq!(t.events[0].at_us, 10);
     }
 }

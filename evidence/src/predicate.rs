@@ -475,12 +475,76 @@ pub enum PoolSide {
     Decode,
 }
 
-/// Consecutive page ids `[first, first + count)`.
+/// A run of `count` consecutive page ids starting at `first`, in page-table
+/// order: upwards (`first, first + 1, …`) or, with `down`, downwards
+/// (`first, first - 1, …`), the order in which a LIFO free list hands out
+/// pages it took back in ascending order. Page tables at incident scale are
+/// thousands of pages long; a downward run keeps them a few entries long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PageRange {
     pub first: u64,
     pub count: u64,
+    /// The run counts down from `first`; absent (false) when it counts up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub down: bool,
+}
+
+impl PageRange {
+    /// The upward run `[first, first + count)`.
+    pub fn up(first: u64, count: u64) -> Self {
+        PageRange {
+            first,
+            count,
+            down: false,
+        }
+    }
+
+    /// The downward run `first, first - 1, …, first - count + 1`.
+    pub fn down(first: u64, count: u64) -> Self {
+        PageRange {
+            first,
+            count,
+            down: true,
+        }
+    }
+
+    /// The lowest page id of the run (an empty run reports `first`).
+    pub fn low(&self) -> u64 {
+        if self.down && self.count > 0 {
+            self.first.saturating_sub(self.count - 1)
+        } else {
+            self.first
+        }
+    }
+
+    /// One past the highest page id of the run.
+    pub fn end(&self) -> u64 {
+        self.low().saturating_add(self.count)
+    }
+
+    /// Whether page `p` is in the run.
+    pub fn contains(&self, p: u64) -> bool {
+        self.low() <= p && p < self.end()
+    }
+
+    /// The same pages as an upward run.
+    pub fn ascending(&self) -> PageRange {
+        PageRange::up(self.low(), self.count)
+    }
+
+    /// The page ids in page-table order (a malformed downward run that
+    /// would pass page 0 stops there).
+    pub fn pages(&self) -> impl Iterator<Item = u64> {
+        let (first, count, down) = (self.first, self.count, self.down);
+        (0..count).map_while(move |i| {
+            if down {
+                first.checked_sub(i)
+            } else {
+                first.checked_add(i)
+            }
+        })
+    }
 }
 
 /// A run of consecutive pool pages whose bytes came from the same writer.
@@ -593,8 +657,14 @@ pub enum EventKind {
         last: bool,
         checksum: Option<u32>,
     },
-    /// Page writes landed in decode's pool.
-    KvLanded { pages: Vec<PageRange> },
+    /// Page writes landed in decode's pool. Landings that follow one another
+    /// with no other event in between, for the same request, are one event:
+    /// the first landed at `at_us`, the last at `until_us`.
+    KvLanded {
+        pages: Vec<PageRange>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_us: Option<u64>,
+    },
     /// Best-effort `sender.abort()` on prefill.
     SenderAbort { room: u64 },
     /// A receiver poll that changed the request's course.

@@ -435,7 +435,7 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             "prefill: send_kv_chunk {pages} page(s), last={last}{c}",
             "prefill: send_kv_chunk {pages} pagina/e, last={last}{c}",
             pages = pages, last = last, c = checksum.map(|c| format!(", Adler-32 {c:#010x}")).unwrap_or_default()),
-        EventKind::KvLanded { pages } => say!(lang,
+        EventKind::KvLanded { pages, .. } => say!(lang,
             "transfer: {n} page write(s) landed in decode's pool",
             "trasferimento: {n} scrittura/e di pagina arrivate nel pool di decode",
             n = pages.iter().map(|r| r.count).sum::<u64>()),

@@ -73,10 +73,7 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
         event(
             10,
             EventKind::Reserve {
-                pages: vec![PageRange {
-                    first: 0,
-                    count: pages,
-                }],
+                pages: vec![PageRange::up(0, pages)],
                 tokens: prompt,
             },
         ),
@@ -222,15 +219,9 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
                 }),
             },
         ],
-        reserved: vec![PageRange {
-            first: 0,
-            count: pages,
-        }],
-        transferred: vec![PageRange { first: 0, count: 1 }],
-        read: vec![PageRange {
-            first: 0,
-            count: if blocked { 0 } else { pages },
-        }],
+        reserved: vec![PageRange::up(0, pages)],
+        transferred: vec![PageRange::up(0, 1)],
+        read: vec![PageRange::up(0, if blocked { 0 } else { pages })],
     });
     steps[1].sources.push(SourceRef {
         origin: SourceOrigin::Upstream,

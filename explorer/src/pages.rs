@@ -31,7 +31,7 @@ pub fn total(ranges: &[PageRange]) -> u64 {
 
 /// Whether page `p` lies in any of `ranges`.
 pub fn contains(ranges: &[PageRange], p: u64) -> bool {
-    ranges.iter().any(|r| p >= r.first && p < r.first + r.count)
+    ranges.iter().any(|r| r.contains(p))
 }
 
 /// The run that covers page `p`, if any.
@@ -47,25 +47,29 @@ pub fn pages_of_class(view: &PageView, ranges: &[PageRange], class: WriterClass)
         .map(|run| {
             ranges
                 .iter()
-                .map(|r| overlap(run.first, run.count, r.first, r.count))
+                .map(|r| overlap(run.first, run.count, r.low(), r.count))
                 .sum::<u64>()
         })
         .sum()
 }
 
-/// `12–19` or `12`, for one range.
+/// `12–19` or `12` for one range, `19→12` for one that counts down.
 pub fn range_label(range: &PageRange) -> String {
-    if range.count <= 1 {
-        range.first.to_string()
-    } else {
-        format!("{}–{}", range.first, range.first + range.count - 1)
+    match (range.count, range.down) {
+        (0 | 1, _) => range.first.to_string(),
+        (_, false) => format!("{}–{}", range.first, range.end() - 1),
+        (_, true) => format!("{}→{}", range.first, range.low()),
     }
 }
 
 /// Ranges sorted by first page with overlapping or touching ones merged:
 /// the set of pages, without the page-table order.
 pub fn merged(ranges: &[PageRange]) -> Vec<PageRange> {
-    let mut sorted: Vec<PageRange> = ranges.iter().copied().filter(|r| r.count > 0).collect();
+    let mut sorted: Vec<PageRange> = ranges
+        .iter()
+        .filter(|r| r.count > 0)
+        .map(PageRange::ascending)
+        .collect();
     sorted.sort_by_key(|r| r.first);
     let mut out: Vec<PageRange> = Vec::with_capacity(sorted.len());
     for r in sorted {
@@ -80,32 +84,6 @@ pub fn merged(ranges: &[PageRange]) -> Vec<PageRange> {
     out
 }
 
-/// Labels of ranges in page-table order, with runs of single pages that
-/// count down (a LIFO free list hands them out that way) written `125→63`.
-fn ordered_labels(ranges: &[PageRange]) -> Vec<String> {
-    let mut labels = Vec::new();
-    let mut i = 0;
-    while i < ranges.len() {
-        let start = ranges[i];
-        let mut j = i;
-        while j + 1 < ranges.len()
-            && ranges[j].count == 1
-            && ranges[j + 1].count == 1
-            && ranges[j].first > 0
-            && ranges[j + 1].first == ranges[j].first - 1
-        {
-            j += 1;
-        }
-        if j > i {
-            labels.push(format!("{}→{}", start.first, ranges[j].first));
-        } else {
-            labels.push(range_label(&start));
-        }
-        i = j + 1;
-    }
-    labels
-}
-
 /// Comma-separated labels of ranges in page-table order, `—` when there are
 /// none; long lists fall back to the merged set of pages.
 pub fn ranges_label(ranges: &[PageRange]) -> String {
@@ -113,7 +91,7 @@ pub fn ranges_label(ranges: &[PageRange]) -> String {
     if ranges.is_empty() {
         return "—".to_string();
     }
-    let ordered = ordered_labels(ranges);
+    let ordered: Vec<String> = ranges.iter().map(range_label).collect();
     if ordered.len() <= MAX_LABELS {
         return ordered.join(", ");
     }
@@ -188,9 +166,9 @@ mod tests {
                     writer: None,
                 },
             ],
-            reserved: vec![PageRange { first: 0, count: 8 }],
-            transferred: vec![PageRange { first: 0, count: 1 }],
-            read: vec![PageRange { first: 0, count: 8 }],
+            reserved: vec![PageRange::up(0, 8)],
+            transferred: vec![PageRange::up(0, 1)],
+            read: vec![PageRange::up(0, 8)],
         };
         assert_eq!(
             pages_of_class(&view, &view.read, WriterClass::OtherTenant),
@@ -202,15 +180,9 @@ mod tests {
         );
         assert_eq!(ranges_label(&view.reserved), "0–7");
         assert!(draw_cells(&view));
-        let lifo: Vec<PageRange> = (0..4)
-            .rev()
-            .map(|p| PageRange {
-                first: p + 5,
-                count: 1,
-            })
-            .chain([PageRange { first: 0, count: 5 }])
-            .collect();
+        let lifo = vec![PageRange::down(8, 4), PageRange::up(0, 5)];
         assert_eq!(ranges_label(&lifo), "8→5, 0–4");
-        assert_eq!(merged(&lifo), vec![PageRange { first: 0, count: 9 }]);
+        assert_eq!(merged(&lifo), vec![PageRange::up(0, 9)]);
+        assert!(contains(&lifo, 5) && contains(&lifo, 8) && !contains(&lifo, 9));
     }
 }

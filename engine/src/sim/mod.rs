@@ -681,6 +681,7 @@ impl<'b> Sim<'b> {
                 req,
                 EventKind::KvLanded {
                     pages: ranges(&pages),
+                    until_us: None,
                 },
             );
         }

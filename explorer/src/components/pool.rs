@@ -151,7 +151,7 @@ fn RunTable(view: PageView, lang: Lang) -> impl IntoView {
                     {view.runs.iter().take(MAX_ROWS).map(|r| {
                         let writer = r.writer.as_ref().map(|w| format!("{} / {} / gen {}", w.tenant, w.rid, w.generation)).unwrap_or_else(|| "—".into());
                         view! { <tr>
-                            <td>{pages::range_label(&PageRange { first: r.first, count: r.count })}</td>
+                            <td>{pages::range_label(&PageRange::up(r.first, r.count))}</td>
                             <td>{class_label(r.class, lang)}</td>
                             <td>{writer}</td>
                         </tr> }
