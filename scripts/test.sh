@@ -9,7 +9,8 @@
 # its counts are printed), the published bundle verified with --reproduce, receipt
 # interop (sha256sum, python securesystemslib, the wasm32 verifier under
 # Node), the CUDA compile check (NVRTC + ptxas from PyPI wheels), the
-# explorer in headless Chromium, the official `openai` Python client against
+# explorer in headless Chromium, the site's size for the full fix matrix
+# (against the 8 MB target), the official `openai` Python client against
 # `kvw serve --openai`, `kvw audit` against llama.cpp's server (PyPI
 # llama-cpp-python; compiled once into the cache), and the benchmarks (printed, never
 # asserted). Every stage runs; the script exits non-zero if any failed.
@@ -59,6 +60,7 @@ stage "published bundle: kvw verify --reproduce" "$kvw" verify "$bundle" --repro
 stage "receipt interop" ./scripts/ci/evidence-interop.sh "$bundle"
 stage "cuda compile check" ./scripts/ci/cuda-compile-check.sh
 stage "explorer in chromium" ./scripts/ci/explorer.sh "$bundle"
+stage "explorer size for the full fix matrix" ./scripts/ci/site-size.sh "$kvw" site/pkg
 model_check() {
   # A small bound of both verdicts: pre-fix the isolation property fails
   # (exit 1) and the counterexample receipt verifies; all fixes hold.
