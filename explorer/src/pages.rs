@@ -84,6 +84,19 @@ pub fn merged(ranges: &[PageRange]) -> Vec<PageRange> {
     out
 }
 
+/// The first run of `ranges` that counts down, as its label (`7→5`) and its
+/// pages spelled out (`7, 6, 5`; a long run shows its two ends).
+pub fn first_down_run(ranges: &[PageRange]) -> Option<(String, String)> {
+    let run = ranges.iter().find(|r| r.down && r.count > 1)?;
+    let pages: Vec<String> = run.pages().map(|p| p.to_string()).collect();
+    let listed = if pages.len() <= 4 {
+        pages.join(", ")
+    } else {
+        format!("{}, {}, …, {}", pages[0], pages[1], pages[pages.len() - 1])
+    };
+    Some((range_label(run), listed))
+}
+
 /// Comma-separated labels of ranges in page-table order, `—` when there are
 /// none; long lists fall back to the merged set of pages.
 pub fn ranges_label(ranges: &[PageRange]) -> String {
@@ -182,6 +195,15 @@ mod tests {
         assert!(draw_cells(&view));
         let lifo = vec![PageRange::down(8, 4), PageRange::up(0, 5)];
         assert_eq!(ranges_label(&lifo), "8→5, 0–4");
+        assert_eq!(
+            first_down_run(&lifo),
+            Some(("8→5".to_string(), "8, 7, 6, 5".to_string()))
+        );
+        assert_eq!(
+            first_down_run(&[PageRange::down(100, 40)]).map(|r| r.1),
+            Some("100, 99, …, 61".to_string())
+        );
+        assert_eq!(first_down_run(&view.reserved), None);
         assert_eq!(merged(&lifo), vec![PageRange::up(0, 9)]);
         assert!(contains(&lifo, 5) && contains(&lifo, 8) && !contains(&lifo, 9));
     }

@@ -172,14 +172,15 @@ fn summary(view: &PageView, lang: Lang) -> String {
         pages::total(&view.transferred),
         pages::total(&view.read),
     );
-    // "8→5" is a run counted down: say so where one appears.
-    let arrow = if pages::ranges_label(&view.reserved).contains('→') {
-        lang.pick(
-            ", in page-table order; 8→5 means 8, 7, 6, 5",
-            ", nell'ordine della tabella delle pagine; 8→5 vuol dire 8, 7, 6, 5",
-        )
-    } else {
-        ""
+    // A run counted down (`7→5`) is explained with the first one shown.
+    let arrow = match pages::first_down_run(&view.reserved) {
+        Some((label, listed)) => match lang {
+            Lang::En => format!(", in page-table order; {label} means {listed}"),
+            Lang::It => {
+                format!(", nell'ordine della tabella delle pagine; {label} vuol dire {listed}")
+            }
+        },
+        None => String::new(),
     };
     match lang {
         Lang::En => format!(
