@@ -9,6 +9,7 @@
 //! retired request; a re-entering one kept, with its pending abort, in the
 //! queue that owes its release.
 
+use super::words;
 use kvw_evidence::{
     DoorDecision, DoorName, EventKind, Fix, ResourceAction as RA, ResourceKind as RK, Worker,
 };
@@ -240,7 +241,7 @@ fn rejected_at_prefill(setup: &Setup) -> Observed {
         ensure!(
             matches!(d, Some((DoorDecision::Retired, _))),
             "prefill's bootstrap-queue door decided {} for the rejected request",
-            super::decided(d.map(|x| x.0))
+            words::decided(d.map(|x| x.0))
         );
         ensure!(
             !ran.bootstrapped(r, Worker::Prefill),
@@ -259,7 +260,7 @@ fn rejected_at_decode(setup: &Setup) -> Observed {
         ensure!(
             matches!(d, Some((DoorDecision::Retired, _))),
             "decode's prealloc-queue door decided {} for the rejected request",
-            super::decided(d.map(|x| x.0))
+            words::decided(d.map(|x| x.0))
         );
         ensure!(
             !ran.bootstrapped(r, Worker::Decode),
@@ -295,9 +296,12 @@ fn reenter(
         let d = ran.door(r, door);
         ensure!(
             matches!(&d, Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
-            "{door:?} decided {} (to_finish {:?}) for a re-entering request",
-            super::decided(d.as_ref().map(|x| x.0)),
-            d.as_ref().and_then(|x| x.1.clone())
+            "{} decided {} (to_finish {}) for a re-entering request",
+            words::door(door),
+            words::decided(d.as_ref().map(|x| x.0)),
+            d.as_ref()
+                .and_then(|x| x.1.clone())
+                .unwrap_or_else(|| "None".into())
         );
         let more = then(ran, r)?;
         Ok(format!("admitted with its abort pending; {more}"))
@@ -306,9 +310,13 @@ fn reenter(
 
 fn released_once(ran: &super::script::Ran, r: u32, kind: RK) -> Result<String, String> {
     let n = ran.resource(r, kind, RA::Free);
-    ensure!(n == 1, "{kind:?} freed {n} times by the queue that owns it");
+    ensure!(
+        n == 1,
+        "{} freed {n} times by the queue that owns it",
+        words::resource(kind)
+    );
     ensure!(ran.status(r).is_some(), "never answered");
-    Ok(format!("{kind:?} freed once by its queue"))
+    Ok(format!("{} freed once by its queue", words::resource(kind)))
 }
 
 fn reenter_metadata(setup: &Setup) -> Observed {
@@ -339,7 +347,8 @@ fn retracted_queue(ran: &super::script::Ran, r: u32) -> Result<String, String> {
     let answers = ran.answers(r, Worker::Decode);
     ensure!(
         answers.iter().map(|a| a.0).collect::<Vec<_>>() == [503],
-        "decode answered {answers:?}, not the pending 503 once"
+        "decode answered {}, not the pending 503 once",
+        words::answers(&answers)
     );
     Ok("resumed in the retracted queue, answered its pending 503".into())
 }
@@ -425,19 +434,21 @@ fn valid(setup: &Setup, door: DoorName, worker: Worker) -> Observed {
         let d = ran.door(r, door);
         ensure!(
             matches!(d, Some((DoorDecision::Admitted, None))),
-            "{door:?} decided {} for a valid request",
-            super::decided(d.map(|x| x.0))
+            "{} decided {} for a valid request",
+            words::door(door),
+            words::decided(d.map(|x| x.0))
         );
         ensure!(
             ran.bootstrapped(r, worker),
-            "no {worker:?} endpoint was created"
+            "no {} endpoint was created",
+            words::worker(worker)
         );
         let want = ran.want(r, 8);
         let got = ran.responses[r as usize].as_ref();
         ensure!(
             got.is_some_and(|g| g.status == 200 && g.text == want),
-            "answered {:?}, not 200 with its own text",
-            got.map(|g| g.status)
+            "answered {}, not 200 with its own text",
+            words::status(got.map(|g| g.status))
         );
         Ok("admitted and answered 200 with its own text".into())
     })
@@ -463,13 +474,17 @@ fn null_mode(setup: &Setup) -> Observed {
         ensure!(
             matches!(&door, Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
             "NULL mode's door decided {}",
-            super::decided(door.map(|d| d.0))
+            words::decided(door.map(|d| d.0))
         );
         let status = run.events.iter().find_map(|e| match &e.kind {
             EventKind::Response { status, .. } => Some(*status),
             _ => None,
         });
-        ensure!(status == Some(400), "answered {status:?}, not 400");
+        ensure!(
+            status == Some(400),
+            "answered {}, not 400",
+            words::status(status)
+        );
         Ok(
             "enqueued with to_finish pending; one stub forward; the batch boundary answered 400"
                 .into(),
@@ -513,17 +528,18 @@ fn streaming_session(setup: &Setup) -> Observed {
         let prefill = ran.answers(a, Worker::Prefill);
         ensure!(
             prefill.len() == 1 && prefill[0].0 == 400 && prefill[0].1.starts_with("Input length"),
-            "prefill answered {prefill:?}, not the original 400"
+            "prefill answered {}, not the original 400",
+            words::answers(&prefill)
         );
         ensure!(
             ran.status(a) == Some(400),
-            "the client got {:?}, not 400",
-            ran.status(a)
+            "the client got {}, not 400",
+            words::status(ran.status(a))
         );
         ensure!(
             ran.status(b) == Some(200),
-            "the next request on the session got {:?}: the session is stuck",
-            ran.status(b)
+            "the next request on the session got {}: the session is stuck",
+            words::status(ran.status(b))
         );
         Ok("original 400 kept; session slot released; next request 200".into())
     })

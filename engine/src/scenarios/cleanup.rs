@@ -13,6 +13,7 @@
 //! answers: every resource of an aborted result freed exactly once, nothing
 //! sent, one answer with the abort's own status.
 
+use super::words;
 use kvw_evidence::{
     DoorDecision, DoorName, EventKind, Fix, ResourceAction as RA, ResourceKind as RK, Worker,
 };
@@ -200,7 +201,7 @@ fn retired_once(ran: &Ran, r: u32, status: u16, kinds: &[RK], sent: usize) -> Re
     ensure!(
         matches!(d, Some((DoorDecision::Retired, _))),
         "the result door decided {}",
-        super::decided(d.map(|x| x.0))
+        words::decided(d.map(|x| x.0))
     );
     let sends = ran.sends(r);
     ensure!(
@@ -216,7 +217,8 @@ fn retired_once(ran: &Ran, r: u32, status: u16, kinds: &[RK], sent: usize) -> Re
         let twice = ran.resource(r, kind, RA::DoubleFree);
         ensure!(
             n == 1 && twice == 0,
-            "{kind:?} freed {n} time(s), {twice} double free(s)"
+            "{} freed {n} time(s), {twice} double free(s)",
+            words::resource(kind)
         );
     }
     ensure!(
@@ -227,7 +229,8 @@ fn retired_once(ran: &Ran, r: u32, status: u16, kinds: &[RK], sent: usize) -> Re
     let answers = ran.answers(r, Worker::Prefill);
     ensure!(
         answers.len() == 1 && answers[0].0 == status,
-        "prefill answered {answers:?}, expected {status} once"
+        "prefill answered {}, expected {status} once",
+        words::answers(&answers)
     );
     ensure!(
         ran.count(r, |k| matches!(k, EventKind::Attend { .. })) == 0,
@@ -285,12 +288,14 @@ fn released_after_landing(ran: &Ran, r: u32) -> Result<(), String> {
             (Some(_), None) => true,
             _ => false,
         },
-        "prefill released at event {release:?}, before its last chunk write landed (event {last_landing:?})"
+        "prefill released at {}, not after its last chunk write landed ({})",
+        words::event(release),
+        words::event(last_landing)
     );
     ensure!(
         ran.stale_writes.is_empty(),
-        "writes copied freed pages: {:?}",
-        ran.stale_writes
+        "writes copied freed pages: {}",
+        words::stale(&ran.stale_writes)
     );
     Ok(())
 }
@@ -394,7 +399,8 @@ fn mamba_before_kv(setup: &Setup) -> Observed {
         let answers = ran.answers(r, Worker::Prefill);
         ensure!(
             answers.len() == 1 && answers[0].0 == 503,
-            "prefill answered {answers:?}"
+            "prefill answered {}, not 503 once",
+            words::answers(&answers)
         );
         Ok("Mamba slot allocated before KV, freed once; no forward".into())
     })

@@ -21,6 +21,7 @@ pub mod pool;
 pub mod receipts;
 pub mod related;
 pub mod script;
+pub(crate) mod words;
 
 use kvw_evidence::{Event, Fix, RequestInfo, UPSTREAM_COMMIT, UPSTREAM_REPO};
 
@@ -301,17 +302,4 @@ pub fn all() -> Vec<Scenario> {
 /// The scenario named `name`.
 pub fn find(name: &str) -> Option<Scenario> {
     all().into_iter().find(|s| s.name == name)
-}
-
-/// A door's decision as the receipts spell it, for the "why" of a row.
-pub(crate) fn decided(d: Option<kvw_evidence::DoorDecision>) -> &'static str {
-    use kvw_evidence::DoorDecision as D;
-    match d {
-        None => "nothing (the request never reached it)",
-        Some(D::Admitted) => "admitted",
-        Some(D::Retired) => "retired",
-        Some(D::Dropped) => "dropped",
-        Some(D::SentLastChunk) => "sent_last_chunk",
-        Some(D::Aborted) => "aborted",
-    }
 }

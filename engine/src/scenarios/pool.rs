@@ -7,6 +7,7 @@
 //! server's start-up log states them; the scenarios send a prompt inside
 //! the context and beyond the pool, and the configuration answer.
 
+use super::words;
 use kvw_evidence::{EventKind, Fix, ProbeConfig};
 
 use super::script::{judge, Script};
@@ -119,8 +120,8 @@ fn pool_covers_context(setup: &Setup) -> Observed {
         let got = ran.responses[r as usize].as_ref();
         ensure!(
             got.is_some_and(|g| g.status == 200 && g.text == want),
-            "answered {:?}, not 200 with its own text",
-            got.map(|g| g.status)
+            "answered {}, not 200 with its own text",
+            words::status(got.map(|g| g.status))
         );
         Ok("admitted and answered 200 with its own text".into())
     })

@@ -13,6 +13,7 @@
 //!   chunk outstanding (model assumption: closed with the drain-ack work the
 //!   record groups under `deferred-release`).
 
+use super::words;
 use kvw_evidence::{EventKind, Fix, ResourceAction as RA, ResourceKind as RK, Worker};
 
 use super::script::{judge, Ran, Script};
@@ -133,8 +134,8 @@ fn late_write(setup: &Setup) -> Observed {
     judge(s.run(), |ran| {
         ensure!(
             ran.stale_writes.is_empty(),
-            "late write(s) landed outside their owner's pages: {:?}",
-            ran.stale_writes
+            "late write(s) landed outside their owner's pages: {}",
+            words::stale(&ran.stale_writes)
         );
         let foreign = ran.foreign_reads(umbrella);
         ensure!(
@@ -145,8 +146,8 @@ fn late_write(setup: &Setup) -> Observed {
         let got = ran.responses[umbrella as usize].as_ref();
         ensure!(
             got.is_some_and(|g| g.status == 200 && g.text == want),
-            "umbrella answered {:?} with text that is not its own",
-            got.map(|g| g.status)
+            "umbrella answered {} with text that is not its own",
+            words::status(got.map(|g| g.status))
         );
         Ok("acme's pages held until its late write drained; umbrella correct".into())
     })
@@ -175,7 +176,9 @@ fn mid_transfer_abort(setup: &Setup) -> Observed {
             let answers = ran.answers(acme, worker);
             ensure!(
                 answers.iter().all(|a| a.0 != 200),
-                "{worker:?} answered {answers:?} for a request its client aborted"
+                "{} answered {} for a request its client aborted",
+                words::worker(worker),
+                words::answers(&answers)
             );
         }
         ensure!(ran.status(acme) != Some(200), "the client got 200");
@@ -226,8 +229,8 @@ fn metadata_collision(setup: &Setup) -> Observed {
 fn drained(ran: &Ran, acme: u32) -> Result<String, String> {
     ensure!(
         ran.stale_writes.is_empty(),
-        "write(s) landed in pages acme no longer held: {:?}",
-        ran.stale_writes
+        "write(s) landed in pages acme no longer held: {}",
+        words::stale(&ran.stale_writes)
     );
     let frees = ran.frees(acme, Worker::Decode);
     ensure!(frees == 1, "acme's decode pages were freed {frees} time(s)");
