@@ -111,7 +111,7 @@ fn Table(
         lang.pick("Not every gate passes.", "Non tutti i gate sono superati.")
     };
     view! {
-        <section class="gates" id=table.stem.clone() data-fixes=fixes.clone() aria-labelledby=title_id.clone()>
+        <section class="gates" id=table.stem.clone() data-fixes=fixes.clone()>
             <h2 id=title_id.clone()>{heading}</h2>
             <p class="gates-summary"><strong>{verdict}</strong>" "{summary}</p>
             // A wide table scrolls inside its own region, which the
