@@ -42,15 +42,22 @@ fn Table(
     let p = table.predicate;
     let fixes = kvw_evidence::scenario::fixes_text(&p.fixes);
     let fixes_shown = lang.fixes(&fixes);
-    let count = |s| p.rows.iter().filter(|r| r.status == s).count();
+    // "3 fail"; in Italian the participle agrees: "1 fallito", "3 falliti".
+    let count = |s| {
+        let n = p.rows.iter().filter(|r| r.status == s).count();
+        let word = match (lang, s, n) {
+            (Lang::En, _, _) | (Lang::It, _, 1) => status_text(s, lang),
+            (Lang::It, ScenarioStatus::Pass, _) => "superati",
+            (Lang::It, ScenarioStatus::Fail, _) => "falliti",
+            (Lang::It, ScenarioStatus::NotExercised, _) => "non esercitati",
+        };
+        format!("{n} {word}")
+    };
     let summary = format!(
-        "{} {}, {} {}, {} {} — {} {}",
+        "{}, {}, {} — {} {}",
         count(ScenarioStatus::Pass),
-        status_text(ScenarioStatus::Pass, lang),
         count(ScenarioStatus::Fail),
-        status_text(ScenarioStatus::Fail, lang),
         count(ScenarioStatus::NotExercised),
-        status_text(ScenarioStatus::NotExercised, lang),
         p.rows.len(),
         lang.pick("scenarios", "scenari"),
     );

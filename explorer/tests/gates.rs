@@ -135,6 +135,21 @@ fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
     assert!(it.contains("Gate di accettazione"));
     assert!(it.contains("<td>fallito</td>"));
     assert!(it.contains("<td>non esercitato</td>"));
+    // The forms around the receipt's own words are Italian; the participle
+    // agrees with the count; the words are quoted as English.
+    assert!(
+        it.contains("fallisce senza <code>"),
+        "Italian expected form"
+    );
+    assert!(it.contains(" falliti, "), "plural agreement");
+    assert!(!it.contains("fails without") && html.contains("fails without"));
+    assert!(it.contains("<span lang=\"en\">"));
+    // The receipts index has an Italian twin beside the Italian pages.
+    let index = fs::read_to_string(site.out.join("it").join("receipts.html")).unwrap();
+    assert!(index.contains("<html lang=\"it\"") && index.contains("Ricevute"));
+    assert!(
+        index.contains("href=\"gates.html\"") && index.contains("href=\"../receipts/index.html\"")
+    );
 }
 
 #[test]

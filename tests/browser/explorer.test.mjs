@@ -528,13 +528,13 @@ test("the Italian page has no English step text and switching language keeps the
 
 /**
  * The text of a page a reader reads as prose in the page's language: every
- * text node of <main> outside code (identifiers, values, upstream
+ * text node of the body outside code (identifiers, values, upstream
  * messages) and outside parts marked with another language (a receipt's
  * own English words, quoted with lang="en"), each trimmed, that holds an
  * English word.
  */
 async function proseChunks(page) {
-  return page.$$eval("main", (mains) => {
+  return page.$$eval("body", (mains) => {
     const english = /(?<![\w-])(the|was|were|with|and|by|of|from|into|after|before|pages?|reads?|reserved|freed|written|scrubbed|never|explored|states|unique|depth|stopped|answered|decision|sent|fails|without|holds|guarded|left|runs?|broke|shrunk|requests?|steps?|step|none|all|yes)(?![\w-])/i;
     const out = new Set();
     for (const main of mains) {
@@ -553,22 +553,26 @@ async function proseChunks(page) {
 
 test("Italian pages of every kind carry no English sentence of their English twin", async () => {
   const r = await resultsSite();
+  const twins = (url, file) => [url + "en/" + file, url + "it/" + file];
   const kinds = [
-    ["compare", base, firstPage(site, "en", "compare-")],
-    ["gates", base, "gates.html"],
-    ["scenario", base, firstPage(site, "en", "scenario-")],
-    ["scenario (no fixes)", base, firstPage(site, "en", "scenario-late_write_corrupts_next_tenant-fixes-none")],
-    ["model check", r.url, firstPage(r.dir, "en", "model-check-")],
-    ["randomized runs", r.url, firstPage(r.dir, "en", "fuzz-")],
+    ["replay and glossary", ...twins(base, `${defaultStem(site)}.html`)],
+    ["compare", ...twins(base, firstPage(site, "en", "compare-"))],
+    ["gates", ...twins(base, "gates.html")],
+    ["scenario", ...twins(base, firstPage(site, "en", "scenario-"))],
+    ["scenario (no fixes)", ...twins(base, firstPage(site, "en", "scenario-late_write_corrupts_next_tenant-fixes-none"))],
+    ["model check", ...twins(r.url, firstPage(r.dir, "en", "model-check-"))],
+    ["randomized runs", ...twins(r.url, firstPage(r.dir, "en", "fuzz-"))],
+    ["receipts index", base + "receipts/index.html", base + "it/receipts.html"],
   ];
   const leftovers = {};
-  for (const [kind, url, file] of kinds) {
+  for (const [kind, enUrl, itUrl] of kinds) {
+    const file = enUrl.slice(enUrl.lastIndexOf("/") + 1);
     const en = await newPage();
-    await en.goto(url + "en/" + file);
+    await en.goto(enUrl);
     const english = await proseChunks(en);
     assert.ok(english.length > 3, `${kind}: the English page has prose (${english.length})`);
     const it = await newPage();
-    await it.goto(url + "it/" + file);
+    await it.goto(itUrl);
     assert.equal(await it.getAttribute("html", "lang"), "it");
     const italian = new Set(await proseChunks(it));
     leftovers[kind] = english.filter((t) => italian.has(t));
@@ -646,6 +650,7 @@ test("axe-core finds no violations on any kind of page", async () => {
     ["scenario", base + "en/" + scenario, "main"],
     ["scenario-it", base + "it/" + scenario, "main"],
     ["receipts index", base + "receipts/index.html", "main"],
+    ["receipts index-it", base + "it/receipts.html", "main"],
     ["model check", r.url + "en/" + modelCheck, "main"],
     ["model check-it", r.url + "it/" + modelCheck, "main"],
     ["randomized runs", r.url + "en/" + fuzz, "main"],
