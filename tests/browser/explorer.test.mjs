@@ -570,7 +570,7 @@ test("Italian pages of every kind carry no English sentence of their English twi
     const en = await newPage();
     await en.goto(enUrl);
     const english = await proseChunks(en);
-    assert.ok(english.length > 3, `${kind}: the English page has prose (${english.length})`);
+    assert.ok(english.length > 0, `${kind}: the English page has prose to compare`);
     const it = await newPage();
     await it.goto(itUrl);
     assert.equal(await it.getAttribute("html", "lang"), "it");
