@@ -471,7 +471,7 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             }
         }
         EventKind::WorkerAnswer { worker: w, status, finish_reason } => say!(lang,
-            "{w} → router: {status} {finish_reason}", "{w} → router: {status} {finish_reason}",
+            "{w} → router: {status} {finish_reason}", "{w} → router: risposta {status} {finish_reason}",
             w = worker(*w, lang), status = status, finish_reason = finish_reason),
         EventKind::Response { status, .. } => say!(lang, "client ← HTTP {status}", "client ← HTTP {status}", status = status),
         EventKind::Resource { worker: w, resource, action, index } => say!(lang,

@@ -10,21 +10,56 @@
 //! the invariant, links the breaking step, and walks the events with the
 //! same steps the scenario replay draws ([`crate::scenario_page::EventSteps`]).
 
-use kvw_evidence::scenario::FuzzPredicate;
+use kvw_evidence::scenario::{FuzzCounterexample, FuzzPredicate};
+use kvw_evidence::EventKind;
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
 use crate::scenario_page::{requests_list, EventSteps};
 
+/// What broke, in the reader's language. The receipt's `detail` is the
+/// engine's English sentence; the Italian one is made from the same facts:
+/// the invariant, the request, and the event after which it broke.
+fn broke_detail(c: &FuzzCounterexample, lang: Lang) -> String {
+    if lang == Lang::En {
+        return c.detail.clone();
+    }
+    let rid = &c.rid;
+    let event = c.events.get(c.at_event as usize).map(|e| &e.kind);
+    match (c.invariant.as_str(), event) {
+        ("isolation", Some(EventKind::Attend { foreign_pages, .. })) => {
+            format!("{rid} ha letto {foreign_pages} pagina/e scritte da un'altra richiesta")
+        }
+        ("isolation", _) => format!("{rid} ha letto pagine scritte da un'altra richiesta"),
+        (
+            "double-free",
+            Some(EventKind::Resource {
+                resource, index, ..
+            }),
+        ) => format!("{rid}: {resource:?} {index} liberato due volte o ceduto mentre era in uso"),
+        ("double-free", _) => "pagine KV liberate due volte".to_string(),
+        ("write-after-reassign", _) => format!(
+            "una scrittura di {rid} è arrivata in una pagina di decode che non deteneva più"
+        ),
+        ("answered-twice", _) => format!("{rid} ha ricevuto due risposte"),
+        ("rejected-answered-200", _) => {
+            format!("{rid} è stata rifiutata dal controllo dell'input e ha avuto risposta 200")
+        }
+        ("unanswered", _) => format!("{rid} non ha mai avuto risposta"),
+        (other, _) => format!("{rid} ha violato {other}"),
+    }
+}
+
 /// A fuzz receipt: counts, and the shrunk counterexample step by step.
 #[component]
 pub fn FuzzView(stem: String, predicate: FuzzPredicate, lang: Lang) -> impl IntoView {
     let p = predicate;
-    let fixes = kvw_evidence::scenario::fixes_text(&p.fixes);
+    let fixes = lang.fixes(&kvw_evidence::scenario::fixes_text(&p.fixes));
     let counts = format!(
-        "{} {}, seed {}, {} {fixes}: {} {}, {} {}",
+        "{} {}, {} {}, {} {fixes}: {} {}, {} {}",
         p.runs,
         lang.pick("runs", "esecuzioni"),
+        lang.pick("seed", "seme"),
         p.seed,
         lang.pick("fixes", "correzioni"),
         p.violating_runs,
@@ -44,7 +79,7 @@ pub fn FuzzView(stem: String, predicate: FuzzPredicate, lang: Lang) -> impl Into
             lang.pick("Broken:", "Violato:"),
             c.invariant,
             c.rid,
-            c.detail,
+            broke_detail(&c, lang),
             lang.pick("after step", "dopo il passo"),
             c.at_event + 1
         );

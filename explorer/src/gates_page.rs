@@ -16,7 +16,7 @@ use kvw_evidence::scenario::{GatesPredicate, ScenarioStatus};
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
-use crate::scenario_page::{status_slug, status_text};
+use crate::scenario_page::{judged_text, status_slug, status_text};
 
 /// The receipt stem of scenario `name` run under `fixes`, as `kvw gates
 /// --out` and `kvw bundle` name it.
@@ -41,15 +41,23 @@ fn Table(
 ) -> impl IntoView {
     let p = table.predicate;
     let fixes = kvw_evidence::scenario::fixes_text(&p.fixes);
-    let count = |s| p.rows.iter().filter(|r| r.status == s).count();
+    let fixes_shown = lang.fixes(&fixes);
+    // "3 fail"; in Italian the participle agrees: "1 fallito", "3 falliti".
+    let count = |s| {
+        let n = p.rows.iter().filter(|r| r.status == s).count();
+        let word = match (lang, s, n) {
+            (Lang::En, _, _) | (Lang::It, _, 1) => status_text(s, lang),
+            (Lang::It, ScenarioStatus::Pass, _) => "superati",
+            (Lang::It, ScenarioStatus::Fail, _) => "falliti",
+            (Lang::It, ScenarioStatus::NotExercised, _) => "non esercitati",
+        };
+        format!("{n} {word}")
+    };
     let summary = format!(
-        "{} {}, {} {}, {} {} — {} {}",
+        "{}, {}, {} — {} {}",
         count(ScenarioStatus::Pass),
-        status_text(ScenarioStatus::Pass, lang),
         count(ScenarioStatus::Fail),
-        status_text(ScenarioStatus::Fail, lang),
         count(ScenarioStatus::NotExercised),
-        status_text(ScenarioStatus::NotExercised, lang),
         p.rows.len(),
         lang.pick("scenarios", "scenari"),
     );
@@ -70,10 +78,10 @@ fn Table(
                 <tr data-status=status_slug(r.status) data-scenario=r.scenario.clone()>
                     <td>{r.gate.clone()}</td>
                     <td>{cell}</td>
-                    <td>{r.expected.clone()}</td>
-                    <td>{r.observed.clone()}</td>
+                    <td>{judged_text(&r.expected, lang)}</td>
+                    <td>{judged_text(&r.observed, lang)}</td>
                     <td>{status_text(r.status, lang)}</td>
-                    <td>{r.why.clone()}</td>
+                    <td>{judged_text(&r.why, lang)}</td>
                 </tr>
             }
         })
@@ -102,7 +110,8 @@ fn Table(
             }
         })
         .collect_view();
-    let heading = format!("{} {fixes}", lang.pick("Fixes:", "Correzioni:"));
+    let title_id = format!("{}-title", table.stem);
+    let heading = format!("{} {fixes_shown}", lang.pick("Fixes:", "Correzioni:"));
     let verdict = if p.all_pass {
         lang.pick("Every gate passes.", "Ogni gate è superato.")
     } else {
@@ -110,8 +119,11 @@ fn Table(
     };
     view! {
         <section class="gates" id=table.stem.clone() data-fixes=fixes.clone()>
-            <h2>{heading}</h2>
+            <h2 id=title_id.clone()>{heading}</h2>
             <p class="gates-summary"><strong>{verdict}</strong>" "{summary}</p>
+            // A wide table scrolls inside its own region, which the
+            // keyboard can focus and scroll.
+            <div class="table-scroll" role="region" tabindex="0" aria-labelledby=title_id.clone()>
             <table class="gates-table">
                 <thead><tr>
                     <th scope="col">{lang.pick("Gate", "Gate")}</th>
@@ -123,6 +135,7 @@ fn Table(
                 </tr></thead>
                 <tbody>{rows}</tbody>
             </table>
+            </div>
             <details class="gates-capacity">
                 <summary>{lang.pick("Pool against context, as each worker states them at start", "Pool e contesto, come ogni worker li dichiara all'avvio")}</summary>
                 <table>

@@ -53,6 +53,17 @@ impl Lang {
         }
     }
 
+    /// A set of fixes as the receipts spell it (`none`, `all`, or a comma
+    /// list of switch names), with the two words in this language; switch
+    /// names are identifiers and stay as they are.
+    pub fn fixes(self, text: &str) -> String {
+        match (self, text) {
+            (Lang::It, "none") => "nessuna".into(),
+            (Lang::It, "all") => "tutte".into(),
+            _ => text.to_string(),
+        }
+    }
+
     /// The same language for the receipt renderer.
     pub fn render(self) -> kvw_evidence::render::Lang {
         match self {

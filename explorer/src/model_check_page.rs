@@ -39,22 +39,31 @@ fn page_style(owner: Option<&str>) -> String {
 }
 
 /// What changed in the decode pool from `before` to `after`, in words.
-pub fn page_changes(before: &[PageSnapshot], after: &[PageSnapshot]) -> Vec<String> {
+pub fn page_changes(before: &[PageSnapshot], after: &[PageSnapshot], lang: Lang) -> Vec<String> {
+    let say = |en: &'static str, it: &'static str, page: u32, who: &str| {
+        format!(
+            "{} {page} {} {who}",
+            lang.pick("page", "pagina"),
+            lang.pick(en, it)
+        )
+        .trim_end()
+        .to_string()
+    };
     let mut out = Vec::new();
     for a in after {
         let b = before.iter().find(|b| b.page == a.page);
         let (b_owner, b_writer) = b.map_or((None, None), |b| (b.owner.clone(), b.writer.clone()));
         if a.owner != b_owner {
             match (&b_owner, &a.owner) {
-                (_, Some(o)) => out.push(format!("page {} reserved by {o}", a.page)),
-                (Some(o), None) => out.push(format!("page {} freed by {o}", a.page)),
+                (_, Some(o)) => out.push(say("reserved by", "riservata da", a.page, o)),
+                (Some(o), None) => out.push(say("freed by", "liberata da", a.page, o)),
                 (None, None) => {}
             }
         }
         if a.writer != b_writer {
             match &a.writer {
-                Some(w) => out.push(format!("page {} written by {w}", a.page)),
-                None => out.push(format!("page {} scrubbed", a.page)),
+                Some(w) => out.push(say("written by", "scritta da", a.page, w)),
+                None => out.push(say("scrubbed", "azzerata", a.page, "")),
             }
         }
     }
@@ -62,23 +71,33 @@ pub fn page_changes(before: &[PageSnapshot], after: &[PageSnapshot]) -> Vec<Stri
 }
 
 /// The `Req` fields a step's decision read, as `name = value` pairs.
-fn req_fields(step: &PathStep) -> Vec<(&'static str, String)> {
+fn req_fields(step: &PathStep, lang: Lang) -> Vec<(&'static str, String)> {
     let r = &step.request;
     let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "None".into());
+    let yes_no = |b: bool| lang.pick(if b { "yes" } else { "no" }, if b { "sì" } else { "no" });
     vec![
-        ("prompt tokens sent", r.original_len.to_string()),
-        ("prefill stage", r.prefill_stage.clone()),
+        (
+            lang.pick("prompt tokens sent", "token di prompt inviati"),
+            r.original_len.to_string(),
+        ),
+        (
+            lang.pick("prefill stage", "fase di prefill"),
+            r.prefill_stage.clone(),
+        ),
         (
             "prefill len(origin_input_ids)",
             r.prefill_input_len.to_string(),
         ),
         ("prefill to_finish", opt(&r.prefill_to_finish)),
         ("prefill finished_reason", opt(&r.prefill_finished_reason)),
-        ("decode stage", r.decode_stage.clone()),
+        (
+            lang.pick("decode stage", "fase di decode"),
+            r.decode_stage.clone(),
+        ),
         ("decode to_finish", opt(&r.decode_to_finish)),
         ("decode finished_reason", opt(&r.decode_finished_reason)),
         (
-            "decode page table",
+            lang.pick("decode page table", "tabella delle pagine di decode"),
             format!(
                 "[{}]",
                 r.decode_table
@@ -89,12 +108,15 @@ fn req_fields(step: &PathStep) -> Vec<(&'static str, String)> {
             ),
         ),
         (
-            "writes posted / landed",
+            lang.pick("writes posted / landed", "scritture inviate / arrivate"),
             format!("{} / {}", r.writes_posted, r.writes_landed),
         ),
-        ("final chunk sent", r.final_sent.to_string()),
         (
-            "answers",
+            lang.pick("final chunk sent", "ultimo blocco inviato"),
+            yes_no(r.final_sent).to_string(),
+        ),
+        (
+            lang.pick("answers", "risposte"),
             format!(
                 "[{}]",
                 r.answers
@@ -108,20 +130,34 @@ fn req_fields(step: &PathStep) -> Vec<(&'static str, String)> {
 }
 
 #[component]
-fn Pool(pages: Vec<PageSnapshot>, read: Vec<u32>) -> impl IntoView {
+fn Pool(pages: Vec<PageSnapshot>, read: Vec<u32>, lang: Lang) -> impl IntoView {
     view! {
         <div class="mc-pool">
             {pages
                 .into_iter()
                 .map(|p| {
                     let style = page_style(p.owner.as_deref());
-                    let owner = p.owner.clone().unwrap_or_else(|| "free".into());
-                    let writer = p.writer.clone().unwrap_or_else(|| "never written".into());
-                    let mark = if read.contains(&p.page) { " · read" } else { "" };
-                    let title = format!("page {}: owner {owner}, bytes by {writer}", p.page);
+                    let attr = p.owner.clone().unwrap_or_else(|| "free".into());
+                    let owner = p
+                        .owner
+                        .clone()
+                        .unwrap_or_else(|| lang.pick("free", "libera").into());
+                    let writer = p
+                        .writer
+                        .clone()
+                        .unwrap_or_else(|| lang.pick("never written", "mai scritta").into());
+                    let mark = if read.contains(&p.page) {
+                        lang.pick(" · read", " · letta")
+                    } else {
+                        ""
+                    };
+                    let title = match lang {
+                        Lang::En => format!("page {}: owner {owner}, bytes by {writer}", p.page),
+                        Lang::It => format!("pagina {}: proprietario {owner}, byte di {writer}", p.page),
+                    };
                     let text = format!("{}: {owner} · {writer}{mark}", p.page);
                     view! {
-                        <span class="mc-page" style=style title=title data-owner=owner>
+                        <span class="mc-page" style=style title=title data-owner=attr>
                             {text}
                         </span>
                     }
@@ -137,6 +173,7 @@ fn Step(
     changes: Vec<String>,
     read: Vec<u32>,
     before: Option<kvw_evidence::model_check::ReqSnapshot>,
+    lang: Lang,
 ) -> impl IntoView {
     let id = format!("step-{}", step.index);
     let href = format!("#{id}");
@@ -149,7 +186,7 @@ fn Step(
     let read_req = before.filter(|_| decision.is_some()).map(|b| {
         let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "None".into());
         format!(
-            "Req read: prefill to_finish = {}, prefill finished_reason = {}, decode to_finish = {}, decode finished_reason = {}, len(origin_input_ids) = {}",
+            "prefill to_finish = {}, prefill finished_reason = {}, decode to_finish = {}, decode finished_reason = {}, len(origin_input_ids) = {}",
             opt(&b.prefill_to_finish),
             opt(&b.prefill_finished_reason),
             opt(&b.decode_to_finish),
@@ -157,28 +194,33 @@ fn Step(
             b.prefill_input_len
         )
     });
-    let fields = req_fields(&step);
+    let fields = req_fields(&step, lang);
     let read_line = (!read.is_empty()).then(|| {
         format!(
-            "{} reads pages {}",
+            "{} {} {}",
             step.rid,
+            lang.pick("reads pages", "legge le pagine"),
             read.iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
         )
     });
+    let left = match lang {
+        Lang::En => format!("Req {} as the step left it", step.rid),
+        Lang::It => format!("Req {} come il passo l'ha lasciata", step.rid),
+    };
     view! {
         <li id=id class="mc-step" data-actor=step.actor.clone() data-action=step.action.clone()>
             <h3><a href=href>{head}</a></h3>
-            {decision.map(|d| view! { <p class="mc-decision">"Decision: " <strong>{d}</strong></p> })}
-            {read_req.map(|r| view! { <p class="mc-read-req">{r}</p> })}
+            {decision.map(|d| view! { <p class="mc-decision">{lang.pick("Decision: ", "Decisione: ")}<strong><code>{d}</code></strong></p> })}
+            {read_req.map(|r| view! { <p class="mc-read-req">{lang.pick("Req read: ", "Req letta: ")}<code>{r}</code></p> })}
             <details open>
-                <summary>{format!("Req {} as the step left it", step.rid)}</summary>
+                <summary>{left}</summary>
                 <dl class="mc-req">
                     {fields
                         .into_iter()
-                        .map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> })
+                        .map(|(k, v)| view! { <dt>{k}</dt><dd><code>{v}</code></dd> })
                         .collect_view()}
                 </dl>
             </details>
@@ -186,53 +228,71 @@ fn Step(
                 <ul class="mc-changes">{changes.into_iter().map(|c| view! { <li>{c}</li> }).collect_view()}</ul>
             })}
             {read_line.map(|l| view! { <p class="mc-read">{l}</p> })}
-            <Pool pages=step.decode_pages.clone() read=read/>
+            <Pool pages=step.decode_pages.clone() read=read lang=lang/>
         </li>
     }
 }
 
-fn violation_line(v: &ViolationFact) -> String {
+fn violation_line(v: &ViolationFact, lang: Lang) -> String {
     let mut line = format!("{}: {}", v.property, v.rid);
     if let Some(p) = v.page {
-        line.push_str(&format!(", page {p}"));
+        line.push_str(&format!(", {} {p}", lang.pick("page", "pagina")));
     }
     if let Some(w) = &v.writer {
-        line.push_str(&format!(", written by {w}"));
+        line.push_str(&format!(", {} {w}", lang.pick("written by", "scritta da")));
     }
     if let Some(s) = v.status {
-        line.push_str(&format!(", answered {s}"));
+        line.push_str(&format!(", {} {s}", lang.pick("answered", "risposta")));
     }
     line
+}
+
+/// A property's status word (`holds`, `violated`, ...) in the reader's language.
+fn property_status(status: &str, lang: Lang) -> &str {
+    match (lang, status) {
+        (Lang::It, "holds") => "vale",
+        (Lang::It, "violated") => "violata",
+        (Lang::It, "witnessed") => "osservata",
+        (Lang::It, "not-witnessed") => "non osservata",
+        (Lang::It, "undecided") => "non decisa",
+        _ => status,
+    }
 }
 
 /// A model-check receipt: bounds, property results and the counterexample.
 #[component]
 pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) -> impl IntoView {
     let p = predicate;
-    let fixes = p.model.fix_list();
-    let bounds = format!(
-        "{} request(s), {} tenant(s), {} decode pages, {} prefill pages; faults: {} abort(s), {} late write(s), {} lost ack(s); fixes: {fixes}",
-        p.model.requests,
-        p.model.tenants,
-        p.model.decode_pages,
-        p.model.prefill_pages,
-        p.model.faults.aborts,
-        p.model.faults.late_writes,
-        p.model.faults.lost_acks
-    );
-    let explored = format!(
-        "{} {}: {} states explored, {} unique, depth {}{}",
-        p.checker.name,
-        p.checker.version,
-        p.exploration.states,
-        p.exploration.unique_states,
-        p.exploration.max_depth,
-        if p.exploration.complete {
-            ", complete"
-        } else {
-            ", stopped early"
-        }
-    );
+    let fixes = lang.fixes(&p.model.fix_list());
+    let (m, f) = (&p.model, &p.model.faults);
+    let bounds = match lang {
+        Lang::En => format!(
+            "{} request(s), {} tenant(s), {} decode pages, {} prefill pages; faults: {} abort(s), {} late write(s), {} lost ack(s); fixes: {fixes}",
+            m.requests, m.tenants, m.decode_pages, m.prefill_pages, f.aborts, f.late_writes, f.lost_acks
+        ),
+        Lang::It => format!(
+            "richieste: {}, tenant: {}, pagine di decode: {}, pagine di prefill: {}; guasti: interruzioni {}, scritture tardive {}, ack persi {}; correzioni: {fixes}",
+            m.requests, m.tenants, m.decode_pages, m.prefill_pages, f.aborts, f.late_writes, f.lost_acks
+        ),
+    };
+    let x = &p.exploration;
+    let end = match (lang, x.complete) {
+        (Lang::En, true) => "complete",
+        (Lang::En, false) => "stopped early",
+        (Lang::It, true) => "esplorazione completa",
+        (Lang::It, false) => "esplorazione interrotta prima della fine",
+    };
+    let explored = match lang {
+        Lang::En => format!(
+            "{} states explored, {} unique, depth {}, {end}",
+            x.states, x.unique_states, x.max_depth
+        ),
+        Lang::It => format!(
+            "stati esplorati: {}, distinti: {}, profondità: {}, {end}",
+            x.states, x.unique_states, x.max_depth
+        ),
+    };
+    let checker = format!("{} {}", p.checker.name, p.checker.version);
     let properties = p
         .properties
         .iter()
@@ -241,8 +301,8 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            let attr = status.clone();
-            view! { <li data-status=attr><code>{r.name.clone()}</code>": "{status}</li> }
+            let word = property_status(&status, lang).to_string();
+            view! { <li data-status=status><code>{r.name.clone()}</code>": "{word}</li> }
         })
         .collect_view();
     let path = p.counterexample.map(|cx| {
@@ -272,20 +332,20 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
             .steps
             .into_iter()
             .map(|s| {
-                let changes = page_changes(&before, &s.decode_pages);
+                let changes = page_changes(&before, &s.decode_pages, lang);
                 before = s.decode_pages.clone();
                 let prev = last.insert(s.rid.clone(), s.request.clone());
                 let read = match &prev {
                     Some(p) if s.action == "decode_step" => p.decode_table.clone(),
                     _ => Vec::new(),
                 };
-                view! { <Step step=s changes=changes read=read before=prev/> }
+                view! { <Step step=s changes=changes read=read before=prev lang=lang/> }
             })
             .collect_view();
         let violations = cx
             .violations
             .iter()
-            .map(|v| view! { <li>{violation_line(v)}</li> })
+            .map(|v| view! { <li>{violation_line(v, lang)}</li> })
             .collect_view();
         view! {
             <section class="mc-path" aria-labelledby="mc-path-title">
@@ -300,9 +360,9 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
     });
     view! {
         <article class="mc" data-receipt=stem.clone()>
-            <h1>{format!("{} — {}", lang.pick("Model check", "Model check"), stem)}</h1>
+            <h1>{format!("{} — {}", lang.pick("Model check", "Verifica del modello"), stem)}</h1>
             <p class="mc-bounds">{bounds}</p>
-            <p class="mc-explored">{explored}</p>
+            <p class="mc-explored"><code>{checker}</code>": "{explored}</p>
             <ul class="mc-properties">{properties}</ul>
             {path}
         </article>
@@ -310,26 +370,19 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
 }
 
 /// A complete static page for a model-check receipt (no scripts: the path
-/// is a list to read, with nothing to hydrate).
+/// is a list to read, with nothing to hydrate), in the shell of the other
+/// static pages ([`crate::results_site::page`]).
 #[cfg(feature = "ssr")]
-pub fn render_model_check_page(
-    lang: Lang,
-    root: &str,
-    stem: &str,
-    predicate: ModelCheckPredicate,
-) -> String {
+pub fn render_model_check_page(lang: Lang, stem: &str, predicate: ModelCheckPredicate) -> String {
     let stem_owned = stem.to_string();
     let body = Owner::new().with(|| {
         view! { <ModelCheckView stem=stem_owned predicate=predicate lang=lang/> }.to_html()
     });
-    let title = Owner::new().with(|| {
-        let t = format!("{stem} — model check — kvwitness");
-        view! { <title>{t}</title> }.to_html()
-    });
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n{title}\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n</head>\n<body><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
-        code = lang.code(),
-    )
+    let title = format!(
+        "{stem} — {}",
+        lang.pick("model check", "verifica del modello")
+    );
+    crate::results_site::page(lang, &title, &format!("{stem}.html"), &body)
 }
 
 /// A model-check receipt of a bundle, verified.
@@ -381,7 +434,7 @@ pub fn write_model_check_pages(
             let path = out.join(lang.code()).join(format!("{}.html", c.stem));
             write(
                 &path,
-                render_model_check_page(lang, "../", &c.stem, c.predicate.clone()),
+                render_model_check_page(lang, &c.stem, c.predicate.clone()),
             )?;
             pages += 1;
         }

@@ -151,8 +151,9 @@ impl LoadedResults {
 }
 
 /// A complete static page in `lang`, with a link to the same page in the
-/// other language (`file` in its folder).
-fn page(lang: Lang, title: &str, file: &str, body: &str) -> String {
+/// other language (`file` in its folder) and a link that skips to the
+/// content for keyboard readers.
+pub fn page(lang: Lang, title: &str, file: &str, body: &str) -> String {
     let title = title.to_string();
     let head =
         Owner::new().with(|| view! { <title>{format!("{title} — kvwitness")}</title> }.to_html());
@@ -168,8 +169,9 @@ fn page(lang: Lang, title: &str, file: &str, body: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n{head}\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"../style.css\">\n</head>\n<body><header class=\"site\"><p class=\"brand\"><a href=\"../index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n{head}\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"../style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"../index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
         code = lang.code(),
         langword = lang.pick("Language", "Lingua"),
+        skip = lang.pick("Skip to content", "Vai al contenuto"),
     )
 }

@@ -12,7 +12,7 @@ use kvw_evidence::error::EvidenceError;
 use kvw_evidence::keys::Signer;
 use kvw_evidence::receipt::sign_predicate;
 use kvw_evidence::sample::{sample_config, sample_name, sample_predicate};
-use kvw_evidence::{Fix, PoisonMode, Scale};
+use kvw_evidence::{Envelope, Fix, PoisonMode, ProbePredicate, Scale};
 
 /// Seed of the sample bundle's signing key (public on purpose).
 pub const SAMPLE_SEED: [u8; 32] = [7; 32];
@@ -33,16 +33,24 @@ pub fn sample_matrix() -> Vec<(Scale, Vec<Fix>)> {
     ]
 }
 
+/// The sample probe receipts (name, envelope, predicate), signed by `signer`.
+pub fn sample_receipts(
+    signer: &Signer,
+) -> Result<Vec<(String, Envelope, ProbePredicate)>, EvidenceError> {
+    sample_matrix()
+        .into_iter()
+        .map(|(scale, fixes)| {
+            let config = sample_config(scale, &fixes, PoisonMode::Off, 42);
+            let name = sample_name(&config);
+            let predicate = sample_predicate(config);
+            let envelope = sign_predicate(&name, &predicate, signer)?;
+            Ok((name, envelope, predicate))
+        })
+        .collect()
+}
+
 /// Write the sample bundle into `dir`.
 pub fn write_sample_bundle(dir: &Path) -> Result<WrittenBundle, EvidenceError> {
     let signer = Signer::from_seed(&SAMPLE_SEED);
-    let mut receipts = Vec::new();
-    for (scale, fixes) in sample_matrix() {
-        let config = sample_config(scale, &fixes, PoisonMode::Off, 42);
-        let name = sample_name(&config);
-        let predicate = sample_predicate(config);
-        let envelope = sign_predicate(&name, &predicate, &signer)?;
-        receipts.push((name, envelope, predicate));
-    }
-    write_bundle(dir, receipts, &signer)
+    write_bundle(dir, sample_receipts(&signer)?, &signer)
 }

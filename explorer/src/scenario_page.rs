@@ -41,6 +41,59 @@ pub fn status_slug(s: ScenarioStatus) -> &'static str {
     }
 }
 
+/// A receipt's own English prose, quoted as such on a page in another
+/// language (`lang="en"`, so a screen reader reads it as English).
+pub fn quoted(text: String, lang: Lang) -> AnyView {
+    match lang {
+        Lang::En => view! { <span>{text}</span> }.into_any(),
+        Lang::It => view! { <span lang="en">{text}</span> }.into_any(),
+    }
+}
+
+/// A guard (a comma list of switch names, or `none`) in the reader's language.
+fn guard_view(guard: &str, lang: Lang) -> AnyView {
+    if guard == "none" {
+        lang.pick("no fix", "nessuna correzione").into_any()
+    } else {
+        view! { <code>{guard.to_string()}</code> }.into_any()
+    }
+}
+
+/// A scenario's expected, observed or why text (as a scenario receipt and
+/// a gates row carry it) in the reader's language. The engine writes these
+/// from fixed forms around the guard's switch names and the scenario's own
+/// words (`kvw_engine::scenarios::Scenario::judge`); the forms are said in
+/// Italian, the scenario's own words are quoted in English.
+pub fn judged_text(text: &str, lang: Lang) -> AnyView {
+    if lang == Lang::En {
+        return text.to_string().into_any();
+    }
+    if text == "assertion fails" {
+        return "l'asserzione fallisce".into_any();
+    }
+    if let Some(rest) = text.strip_prefix("holds: ") {
+        return view! { "vale: "{quoted(rest.to_string(), lang)} }.into_any();
+    }
+    if let Some(g) = text.strip_prefix("fails without ") {
+        return view! { "fallisce senza "{guard_view(g, lang)} }.into_any();
+    }
+    if let Some(g) = text.strip_prefix("not exercised without ") {
+        return view! { "non esercitato senza "{guard_view(g, lang)} }.into_any();
+    }
+    if let Some(g) = text.strip_prefix("guarded by ") {
+        return view! { "protetto da "{guard_view(g, lang)} }.into_any();
+    }
+    if let Some(g) = text.strip_suffix(" off: the defense was not tested") {
+        return view! { {guard_view(g, lang)}" spenta: la difesa non è stata messa alla prova" }
+            .into_any();
+    }
+    if let Some((e, g)) = text.strip_suffix(" off)").and_then(|t| t.rsplit_once(" (")) {
+        return view! { {quoted(e.to_string(), lang)}" (senza "{guard_view(g, lang)}")" }
+            .into_any();
+    }
+    quoted(text.to_string(), lang)
+}
+
 /// A JSON value of an event field as plain text.
 fn field_text(value: &serde_json::Value) -> String {
     match value {
@@ -87,6 +140,7 @@ fn ScenarioStep(
     let href = format!("#{id}");
     let (kind, fields) = event_fields(&event);
     let head = format!("{n}. {} µs — {} — {kind}", event.at_us, event.rid);
+    let line = kvw_evidence::render::event_line(&event, lang.render());
     let grid = match (picture, held_from) {
         (Some(view), _) => view! { <PoolView view=view lang=lang/> }.into_any(),
         (None, Some(from)) => {
@@ -107,8 +161,9 @@ fn ScenarioStep(
     view! {
         <li id=id class="sc-step" data-kind=kind.clone() data-rid=event.rid.clone()>
             <h3><a href=href>{head}</a></h3>
+            <p class="sc-line">{line}</p>
             <dl class="sc-fields">
-                {fields.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+                {fields.into_iter().map(|(k, v)| view! { <dt><code>{k}</code></dt><dd><code>{v}</code></dd> }).collect_view()}
             </dl>
             {grid}
         </li>
@@ -175,7 +230,7 @@ pub fn ScenarioView(
 ) -> impl IntoView {
     let p = predicate;
     let info = p.scenario;
-    let fixes = kvw_evidence::scenario::fixes_text(&p.fixes);
+    let fixes = lang.fixes(&kvw_evidence::scenario::fixes_text(&p.fixes));
     let upstream = info.upstream.map(|u| {
         let text = format!(
             "{} :: {}{}",
@@ -196,18 +251,30 @@ pub fn ScenarioView(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let guard = match &info.guard_rule {
-        Some(rule) => format!("{guard} ({rule})"),
-        None => guard,
+    let guard = match info.guard_rule.clone() {
+        Some(rule) => view! { <code>{guard}</code>" ("{quoted(rule, lang)}")" }.into_any(),
+        None => view! { <code>{guard}</code> }.into_any(),
     };
-    let facts = vec![
-        (lang.pick("Gate", "Gate"), info.gate.clone()),
-        (lang.pick("Fixes on", "Correzioni attive"), fixes),
+    let facts: Vec<(&str, AnyView)> = vec![
+        (
+            lang.pick("Gate", "Gate"),
+            view! { <code>{info.gate.clone()}</code> }.into_any(),
+        ),
+        (lang.pick("Fixes on", "Correzioni attive"), fixes.into_any()),
         (lang.pick("Guard", "Difesa"), guard),
-        (lang.pick("Closed by", "Chiuso da"), info.closed_by.clone()),
-        (lang.pick("Expected", "Atteso"), p.expected.clone()),
-        (lang.pick("Observed", "Osservato"), p.observed.clone()),
-        (lang.pick("Why", "Perché"), p.why.clone()),
+        (
+            lang.pick("Closed by", "Chiuso da"),
+            quoted(info.closed_by.clone(), lang),
+        ),
+        (
+            lang.pick("Expected", "Atteso"),
+            judged_text(&p.expected, lang),
+        ),
+        (
+            lang.pick("Observed", "Osservato"),
+            judged_text(&p.observed, lang),
+        ),
+        (lang.pick("Why", "Perché"), judged_text(&p.why, lang)),
     ];
     let requests = requests_list(&p.requests, lang);
     let steps = view! { <EventSteps events=p.events pages=p.pages lang=lang/> };
@@ -220,7 +287,7 @@ pub fn ScenarioView(
         <article class="sc" data-receipt=stem.clone() data-status=slug>
             {back}
             <h1>{format!("{} — {}", lang.pick("Scenario", "Scenario"), info.name)}</h1>
-            <p class="sc-description">{info.description.clone()}</p>
+            <p class="sc-description">{quoted(info.description.clone(), lang)}</p>
             {upstream}
             <p class="sc-status"><strong>{status}</strong></p>
             <dl class="sc-facts">

@@ -377,57 +377,82 @@ pub fn render_compare_page(
     )
 }
 
-/// A plain listing of the receipts, since static servers list no folders.
-/// Links from the receipts index to the pages of the other kinds a bundle
-/// carries (gate tables, scenario and randomized-run replays, model-check
-/// counterexamples), relative to `receipts/`.
-fn result_links(bundle: &LoadedBundle) -> Vec<(String, String)> {
+/// Where the receipts index of `lang` lives: `receipts/index.html` in
+/// English (beside the receipts, since static servers list no folders),
+/// `it/receipts.html` in Italian (beside the Italian pages).
+fn receipts_index_path(lang: Lang) -> &'static str {
+    match lang {
+        Lang::En => "receipts/index.html",
+        Lang::It => "it/receipts.html",
+    }
+}
+
+/// Links from the receipts index of `lang` to the pages of the other kinds
+/// a bundle carries (gate tables, scenario and randomized-run replays,
+/// model-check counterexamples), relative to the index.
+fn result_links(bundle: &LoadedBundle, lang: Lang) -> Vec<(String, String)> {
     let results = &bundle.results;
+    let pages = match lang {
+        Lang::En => "../en/",
+        Lang::It => "",
+    };
     let mut links = Vec::new();
     if !results.gates.is_empty() {
         links.push((
-            format!("../en/{}", crate::results_site::GATES_PAGE),
-            "The four acceptance gates, with and without fixes".to_string(),
+            format!("{pages}{}", crate::results_site::GATES_PAGE),
+            lang.pick(
+                "The four acceptance gates, with and without fixes",
+                "I quattro gate di accettazione, con e senza correzioni",
+            )
+            .to_string(),
         ));
     }
     for c in &bundle.model_checks {
+        let label = lang.pick("Model check", "Verifica del modello");
         links.push((
-            format!("../en/{}.html", c.stem),
-            format!("Model check: {}", c.stem),
+            format!("{pages}{}.html", c.stem),
+            format!("{label}: {}", c.stem),
         ));
     }
     for (stem, _, _) in &results.fuzz {
-        links.push((
-            format!("../en/{stem}.html"),
-            format!("Randomized runs: {stem}"),
-        ));
+        let label = lang.pick("Randomized runs", "Esecuzioni casuali");
+        links.push((format!("{pages}{stem}.html"), format!("{label}: {stem}")));
     }
     for (stem, _, _) in &results.scenarios {
-        links.push((format!("../en/{stem}.html"), format!("Scenario: {stem}")));
+        links.push((format!("{pages}{stem}.html"), format!("Scenario: {stem}")));
     }
     links
 }
 
-fn receipts_index(loaded: &[Loaded], others: &[(String, String)]) -> String {
+/// The receipts index of `lang`: every probe receipt with its check and a
+/// link to its replay, the public key, and the pages of the other kinds.
+fn receipts_index(loaded: &[Loaded], others: &[(String, String)], lang: Lang) -> String {
+    let (files, pages, root) = match lang {
+        Lang::En => ("", "../en/", "../"),
+        Lang::It => ("../receipts/", "", "../"),
+    };
     let items: String = loaded
         .iter()
         .map(|l| {
             let status = match &l.shown {
-                Shown::Verified { .. } => "verified".to_string(),
-                Shown::Rejected { reason, .. } => format!("NOT VERIFIED: {reason}"),
+                Shown::Verified { .. } => lang.pick("verified", "verificata").to_string(),
+                Shown::Rejected { reason, .. } => {
+                    format!("{}: {reason}", lang.pick("NOT VERIFIED", "NON VERIFICATA"))
+                }
                 Shown::Loading { .. } => String::new(),
             };
             let file = format!("{}.json", l.stem);
-            let replay = format!("../en/{}.html", l.stem);
-            let link = (!l.envelope.is_empty()).then(|| file.clone());
+            let replay = format!("{pages}{}.html", l.stem);
+            let link = (!l.envelope.is_empty()).then(|| format!("{files}{file}"));
+            let replay_word = lang.pick("replay", "replica");
             Owner::new().with(|| {
                 view! {
                     <li>
                         {match link {
-                            Some(href) => view! { <a href=href>{file}</a> }.into_any(),
-                            None => view! { <span>{file}</span> }.into_any(),
+                            Some(href) => view! { <a href=href><code>{file}</code></a> }.into_any(),
+                            None => view! { <code>{file}</code> }.into_any(),
                         }}
-                        " — " {status} " — " <a href=replay>"replay"</a>
+                        " — " {status} " — " <a href=replay>{replay_word}</a>
                     </li>
                 }
                 .to_html()
@@ -444,9 +469,29 @@ fn receipts_index(loaded: &[Loaded], others: &[(String, String)]) -> String {
     let other_section = if others.is_empty() {
         String::new()
     } else {
-        format!("<h2>Gates, scenarios and model checks</h2><ul>\n{other_items}</ul>")
+        format!(
+            "<h2>{}</h2><ul>\n{other_items}</ul>",
+            lang.pick(
+                "Gates, scenarios and model checks",
+                "Gate, scenari e verifiche del modello"
+            )
+        )
     };
-    format!("<!DOCTYPE html>\n<html lang=\"en\" class=\"kvw-site\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>Receipts — kvwitness</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"../style.css\"></head><body><main id=\"main\" class=\"kvw-main\"><h1>Receipts</h1><p>Public key: <a href=\"../kvw.pub.json\">kvw.pub.json</a></p>{other_section}<h2>Probe runs</h2><ul>\n{items}</ul></main></body></html>\n")
+    let other_lang = Lang::ALL.into_iter().find(|l| *l != lang).unwrap_or(lang);
+    let other_href = format!("{root}{}", receipts_index_path(other_lang));
+    let other_link = Owner::new().with(|| {
+        view! { <a href=other_href hreflang=other_lang.code() lang=other_lang.code()>{other_lang.endonym()}</a> }
+            .to_html()
+    });
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title} — kvwitness</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"{root}style.css\"></head><body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{other_link}</nav></header><main id=\"main\" class=\"kvw-main\"><h1>{title}</h1><p>{key}: <a href=\"{root}kvw.pub.json\"><code>kvw.pub.json</code></a></p>{other_section}<h2>{probes}</h2><ul>\n{items}</ul></main></body></html>\n",
+        code = lang.code(),
+        title = lang.pick("Receipts", "Ricevute"),
+        skip = lang.pick("Skip to content", "Vai al contenuto"),
+        langword = lang.pick("Language", "Lingua"),
+        key = lang.pick("Public key", "Chiave pubblica"),
+        probes = lang.pick("Probe runs", "Esecuzioni della sonda"),
+    )
 }
 
 /// `embed-example.html` showing the receipt `stem`; the element is written
@@ -768,10 +813,12 @@ fn render_site(
             &l.envelope,
         )?;
     }
-    write(
-        &out.join("receipts").join("index.html"),
-        receipts_index(loaded, &result_links(bundle)),
-    )?;
+    for lang in Lang::ALL {
+        write(
+            &out.join(receipts_index_path(lang)),
+            receipts_index(loaded, &result_links(bundle, lang), lang),
+        )?;
+    }
     write(&out.join("kvw.pub.json"), public_key)?;
     for (name, bytes) in &bundle.extras {
         write(&out.join("bundle").join(name), bytes)?;

@@ -6,15 +6,16 @@
 
 use std::fs;
 
+mod support;
+
 use kvw_engine::scenarios::receipts;
 use kvw_evidence::bundle::write_bundle_with_others;
 use kvw_evidence::keys::Signer;
-use kvw_evidence::receipt::{sign_predicate, sign_statement};
-use kvw_evidence::sample::{sample_config, sample_name, sample_predicate};
+use kvw_evidence::receipt::sign_statement;
 use kvw_evidence::scenario::ScenarioPredicate;
-use kvw_evidence::{Fix, PoisonMode};
+use kvw_evidence::Fix;
 use kvw_explorer::gates_page::scenario_stem;
-use kvw_explorer::sample::{sample_matrix, SAMPLE_SEED};
+use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
 use kvw_explorer::site::{build_site, SiteOptions};
 
 /// The scenario whose receipt under every fix is left out of the bundle.
@@ -57,17 +58,8 @@ fn site() -> Site {
             others.push((name.clone(), sign_statement(&name, &p, &signer).unwrap()));
         }
     }
-    others.push(fuzz_receipt(&signer));
-    let probes = sample_matrix()
-        .into_iter()
-        .map(|(scale, fixes)| {
-            let config = sample_config(scale, &fixes, PoisonMode::Off, 42);
-            let name = sample_name(&config);
-            let p = sample_predicate(config);
-            let e = sign_predicate(&name, &p, &signer).unwrap();
-            (name, e, p)
-        })
-        .collect();
+    others.push(support::fuzz_receipt(&signer));
+    let probes = sample_receipts(&signer).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
     write_bundle_with_others(&bundle, probes, others, &signer).expect("a bundle of gate runs");
@@ -80,38 +72,6 @@ fn site() -> Site {
         replayed: replayed.expect("the replayed scenario ran"),
         rows,
     }
-}
-
-/// The first violating random case without fixes, shrunk, as a signed
-/// fuzz receipt.
-fn fuzz_receipt(signer: &Signer) -> (String, kvw_evidence::Envelope) {
-    use kvw_engine::fuzz;
-    use kvw_evidence::scenario::{FuzzPredicate, InvariantCount};
-    let (i, case, inv) = (0..500)
-        .find_map(|i| {
-            let case = fuzz::generate(2026, i);
-            let v = fuzz::run_case(&case, &[]).violation?;
-            Some((i, case, v.invariant))
-        })
-        .expect("a violating case without fixes");
-    let small = fuzz::shrink(&case, &[], inv);
-    let c = fuzz::counterexample(i, &case, &small, &[]).expect("the shrunk case still fails");
-    let p = FuzzPredicate {
-        engine: kvw_engine::probe::engine_info(),
-        fixes: vec![],
-        seed: 2026,
-        runs: i + 1,
-        violating_runs: 1,
-        stalled_runs: 0,
-        by_invariant: vec![InvariantCount {
-            invariant: c.invariant.clone(),
-            runs: 1,
-        }],
-        counterexample: Some(c),
-    };
-    let name = "fuzz-fixes-none-seed-2026.json".to_string();
-    let envelope = sign_statement(&name, &p, signer).unwrap();
-    (name, envelope)
 }
 
 fn read(site: &Site, lang: &str, file: &str) -> String {
@@ -175,6 +135,21 @@ fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
     assert!(it.contains("Gate di accettazione"));
     assert!(it.contains("<td>fallito</td>"));
     assert!(it.contains("<td>non esercitato</td>"));
+    // The forms around the receipt's own words are Italian; the participle
+    // agrees with the count; the words are quoted as English.
+    assert!(
+        it.contains("fallisce senza <code>"),
+        "Italian expected form"
+    );
+    assert!(it.contains(" falliti, "), "plural agreement");
+    assert!(!it.contains("fails without") && html.contains("fails without"));
+    assert!(it.contains("<span lang=\"en\">"));
+    // The receipts index has an Italian twin beside the Italian pages.
+    let index = fs::read_to_string(site.out.join("it").join("receipts.html")).unwrap();
+    assert!(index.contains("<html lang=\"it\"") && index.contains("Ricevute"));
+    assert!(
+        index.contains("href=\"gates.html\"") && index.contains("href=\"../receipts/index.html\"")
+    );
 }
 
 #[test]

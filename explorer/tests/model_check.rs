@@ -7,46 +7,21 @@
 
 use std::fs;
 
-use kvw_check::{run, CheckOptions, FaultBudget};
+mod support;
+
 use kvw_evidence::bundle::{verify_bundle, write_bundle_with_model_checks, VerifyOptions};
 use kvw_evidence::keys::Signer;
-use kvw_evidence::receipt::{sign_predicate, sign_statement};
-use kvw_evidence::sample::{sample_config, sample_name, sample_predicate};
-use kvw_evidence::{Fix, PoisonMode};
-use kvw_explorer::sample::{sample_matrix, SAMPLE_SEED};
+use kvw_evidence::Fix;
+use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
 use kvw_explorer::site::{build_site, SiteOptions};
 
 /// The site of a bundle holding the sample probe receipts and the model
-/// check of `fixes` with one request, as (page HTML, steps in the path).
-fn model_check_site(fixes: &[Fix], stem: &str) -> (String, usize) {
-    let report = run(
-        &CheckOptions {
-            fixes: fixes.to_vec(),
-            requests: 1,
-            faults: FaultBudget::default(),
-            ..CheckOptions::default()
-        },
-        &mut |_| {},
-    )
-    .expect("valid bounds");
-    let predicate = kvw_check::predicate(&report, kvw_engine::probe::engine_info());
-    let steps = predicate
-        .counterexample
-        .as_ref()
-        .map_or(0, |c| c.steps.len());
+/// check of `fixes` with one request, as (English page, Italian page,
+/// steps in the path).
+fn model_check_site(fixes: &[Fix], stem: &str) -> (String, String, usize) {
     let signer = Signer::from_seed(&SAMPLE_SEED);
-    let name = format!("{stem}.json");
-    let envelope = sign_statement(&name, &predicate, &signer).expect("signs");
-    let probes = sample_matrix()
-        .into_iter()
-        .map(|(scale, fixes)| {
-            let config = sample_config(scale, &fixes, PoisonMode::Off, 42);
-            let name = sample_name(&config);
-            let p = sample_predicate(config);
-            let e = sign_predicate(&name, &p, &signer).unwrap();
-            (name, e, p)
-        })
-        .collect();
+    let (name, envelope, steps) = support::model_check_receipt(fixes, stem, &signer);
+    let probes = sample_receipts(&signer).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
     write_bundle_with_model_checks(&bundle, probes, vec![(name, envelope)], &signer)
@@ -68,8 +43,10 @@ fn model_check_site(fixes: &[Fix], stem: &str) -> (String, usize) {
     build_site(&opts).expect("the site builds");
     let html = fs::read_to_string(out.join("en").join(format!("{stem}.html")))
         .expect("a page for the model-check receipt");
+    let it = fs::read_to_string(out.join("it").join(format!("{stem}.html")))
+        .expect("an Italian page for the model-check receipt");
     assert!(out.join("receipts").join(format!("{stem}.json")).is_file());
-    (html, steps)
+    (html, it, steps)
 }
 
 /// The `<li>` of step `n`.
@@ -85,7 +62,7 @@ fn step(html: &str, n: usize) -> &str {
 
 #[test]
 fn the_pre_fix_counterexample_replays_with_the_incident_shape() {
-    let (html, n) = model_check_site(&[], "model-check-none-1");
+    let (html, it, n) = model_check_site(&[], "model-check-none-1");
     std::fs::write(
         std::env::temp_dir().join("kvw-model-check-none-1.html"),
         &html,
@@ -109,7 +86,7 @@ fn the_pre_fix_counterexample_replays_with_the_incident_shape() {
         steps[forward]
     );
     // The Req the door read: `to_finish` set, `finished_reason` not yet.
-    assert!(steps[forward].contains("Req read: prefill to_finish = FINISH_ABORT(status=400"));
+    assert!(steps[forward].contains("Req read: <code>prefill to_finish = FINISH_ABORT(status=400"));
     assert!(steps[forward].contains("prefill finished_reason = None"));
     // Decode reserved pages for the prompt the client sent...
     let prealloc = find("decode_prealloc");
@@ -135,16 +112,38 @@ fn the_pre_fix_counterexample_replays_with_the_incident_shape() {
     // Pages are coloured by owner: r0's pages share one colour, free pages another.
     assert!(html.contains("data-owner=\"r0\""));
     assert!(html.contains("data-owner=\"free\""));
+    // The Italian page says the same in Italian, from the same facts.
+    assert!(it.contains("<html lang=\"it\""));
+    for italian in [
+        "Decisione: ",
+        "Req letta: ",
+        "pagina 0 riservata da r0",
+        "r0 legge le pagine",
+        "Violata: isolation",
+        "stati esplorati: ",
+    ] {
+        assert!(it.contains(italian), "{italian}");
+    }
+    for english in [
+        "Decision: ",
+        "Req read: ",
+        "reserved by",
+        "reads pages",
+        "states explored",
+        "as the step left it",
+    ] {
+        assert!(html.contains(english) && !it.contains(english), "{english}");
+    }
 }
 
 #[test]
 fn with_the_fix_there_is_no_path_to_replay() {
-    let (html, n) = model_check_site(&[Fix::RetireAbortedPrefillResult], "model-check-fixed-1");
+    let (html, _, n) = model_check_site(&[Fix::RetireAbortedPrefillResult], "model-check-fixed-1");
     assert_eq!(n, 0);
     assert!(!html.contains("id=\"step-1\""));
     assert!(html.contains("<li data-status=\"holds\"><code>isolation</code>"));
     // The same page for the pre-fix model has the path.
-    let (pre, _) = model_check_site(&[], "model-check-none-1");
+    let (pre, _, _) = model_check_site(&[], "model-check-none-1");
     assert!(pre.contains("id=\"step-1\""));
     assert!(pre.contains("<li data-status=\"violated\"><code>isolation</code>"));
 }

@@ -9,6 +9,9 @@
 # another. Installs what is missing: the wasm32 target,
 # wasm-bindgen-cli 0.2.130, binaryen (npm, into the cache), Chromium (apt),
 # and the test's npm packages (playwright-core, axe-core). Cache: ${KVW_CACHE:-$HOME/.cache/kvwitness}.
+# The browser tests also build a second, small site from the
+# `results_bundle` example (sample probes, a model check's counterexample, a
+# shrunk randomized run) to reach the page kinds the published bundle lacks.
 # Outputs: site in ${KVW_SITE_OUT:-target/explorer-site}, screenshots in
 # ${KVW_SHOTS_DIR:-target/explorer-screenshots}.
 set -euo pipefail

@@ -66,10 +66,15 @@ function forgeReceipt(dir) {
  * only, stops itself after --for-seconds). KVW_BIN names the binary;
  * default: the release build of this checkout.
  */
-function serve(dir) {
+function kvwBin() {
   const targetDir = process.env.CARGO_TARGET_DIR || join(repo, "target");
   const bin = process.env.KVW_BIN || join(targetDir, "release", "kvw");
   assert.ok(existsSync(bin), `${bin} not found: run cargo build --release --bin kvw or set KVW_BIN`);
+  return bin;
+}
+
+function serve(dir) {
+  const bin = kvwBin();
   const seconds = String(Math.ceil(SERVER_LIFETIME_MS / 1000));
   const child = spawn(bin, ["serve", "--dir", dir, "--addr", "127.0.0.1:0", "--for-seconds", seconds], {
     stdio: ["ignore", "pipe", "inherit"],
@@ -129,7 +134,42 @@ before(async () => {
 after(async () => {
   for (const context of contexts) await context.close().catch(() => {});
   server?.child.kill();
+  results?.server.child.kill();
 });
+
+/**
+ * A second site, for the page kinds the published bundle does not carry: a
+ * bundle of the sample probes, a model check's counterexample and a shrunk
+ * randomized run (the `results_bundle` example: the real checker and
+ * engine), built with `kvw site build` and served. KVW_RESULTS_SITE_DIR
+ * names one built already.
+ */
+let results;
+async function resultsSite() {
+  if (results) return results;
+  let dir = process.env.KVW_RESULTS_SITE_DIR && resolve(process.env.KVW_RESULTS_SITE_DIR);
+  if (!dir) {
+    const tmp = mkdtempSync(join(tmpdir(), "kvw-results-"));
+    const bundle = join(tmp, "bundle");
+    dir = join(tmp, "site");
+    const made = spawnSync("cargo", ["run", "-q", "-p", "kvw-explorer", "--example", "results_bundle", "--", bundle], {
+      cwd: repo, stdio: "inherit",
+    });
+    assert.equal(made.status, 0, "results bundle failed");
+    const built = spawnSync(kvwBin(), ["site", "build", "--bundle", bundle, "--out", dir], { cwd: repo, stdio: "inherit" });
+    assert.equal(built.status, 0, "results site build failed");
+  }
+  results = { dir, server: await serve(dir) };
+  results.url = results.server.url;
+  return results;
+}
+
+/** The first page of `lang`'s folder in `dir` whose name starts with `prefix`. */
+function firstPage(dir, lang, prefix) {
+  const file = readdirSync(join(dir, lang)).filter((f) => f.startsWith(prefix) && f.endsWith(".html")).sort()[0];
+  assert.ok(file, `${dir}/${lang} has a ${prefix}* page`);
+  return file;
+}
 
 test("hydrates, verifies in the browser and steps 1 to 7 with the buttons", async () => {
   const page = await newPage();
@@ -486,6 +526,61 @@ test("the Italian page has no English step text and switching language keeps the
   assert.ok(await it.locator("#glossary").count(), "a glossary on the page");
 });
 
+/**
+ * The text of a page a reader reads as prose in the page's language: every
+ * text node of the body outside code (identifiers, values, upstream
+ * messages) and outside parts marked with another language (a receipt's
+ * own English words, quoted with lang="en"), each trimmed, that holds an
+ * English word.
+ */
+async function proseChunks(page) {
+  return page.$$eval("body", (mains) => {
+    const english = /(?<![\w-])(the|was|were|with|and|by|of|from|into|after|before|pages?|reads?|reserved|freed|written|scrubbed|never|explored|states|unique|depth|stopped|answered|decision|sent|fails|without|holds|guarded|left|runs?|broke|shrunk|requests?|steps?|step|none|all|yes)(?![\w-])/i;
+    const out = new Set();
+    for (const main of mains) {
+      const walk = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const el = n.parentElement;
+        if (!el || el.closest("code, script, style")) continue;
+        if (el.closest("[lang]") !== document.documentElement) continue;
+        const t = n.textContent.replace(/\s+/g, " ").trim();
+        if (english.test(t)) out.add(t);
+      }
+    }
+    return [...out];
+  });
+}
+
+test("Italian pages of every kind carry no English sentence of their English twin", async () => {
+  const r = await resultsSite();
+  const twins = (url, file) => [url + "en/" + file, url + "it/" + file];
+  const kinds = [
+    ["replay and glossary", ...twins(base, `${defaultStem(site)}.html`)],
+    ["compare", ...twins(base, firstPage(site, "en", "compare-"))],
+    ["gates", ...twins(base, "gates.html")],
+    ["scenario", ...twins(base, firstPage(site, "en", "scenario-"))],
+    ["scenario (no fixes)", ...twins(base, firstPage(site, "en", "scenario-late_write_corrupts_next_tenant-fixes-none"))],
+    ["model check", ...twins(r.url, firstPage(r.dir, "en", "model-check-"))],
+    ["randomized runs", ...twins(r.url, firstPage(r.dir, "en", "fuzz-"))],
+    ["receipts index", base + "receipts/index.html", base + "it/receipts.html"],
+  ];
+  const leftovers = {};
+  for (const [kind, enUrl, itUrl] of kinds) {
+    const file = enUrl.slice(enUrl.lastIndexOf("/") + 1);
+    const en = await newPage();
+    await en.goto(enUrl);
+    const english = await proseChunks(en);
+    assert.ok(english.length > 0, `${kind}: the English page has prose to compare`);
+    const it = await newPage();
+    await it.goto(itUrl);
+    assert.equal(await it.getAttribute("html", "lang"), "it");
+    const italian = new Set(await proseChunks(it));
+    leftovers[kind] = english.filter((t) => italian.has(t));
+    console.log(`Italian ${kind} (${file}): ${english.length} English prose lines, ${leftovers[kind].length} left on the Italian page${leftovers[kind].length ? "\n  " + leftovers[kind].slice(0, 8).join("\n  ") : ""}`);
+  }
+  for (const [kind, left] of Object.entries(leftovers)) assert.deepEqual(left, [], `English on the Italian ${kind} page`);
+});
+
 // ---------------------------------------------------------------------------
 // Compare any two receipts.
 
@@ -538,22 +633,82 @@ async function axe(page) {
   });
 }
 
-test("axe-core finds no violations on the landing, compare and embed pages", async () => {
+test("axe-core finds no violations on any kind of page", async () => {
   const compare = readdirSync(join(site, "en")).find((f) => f.startsWith("compare-") && f.endsWith(".html"));
-  const results = {};
+  const scenario = firstPage(site, "en", "scenario-late_write_corrupts_next_tenant-fixes-none");
+  const r = await resultsSite();
+  const modelCheck = firstPage(r.dir, "en", "model-check-");
+  const fuzz = firstPage(r.dir, "en", "fuzz-");
+  const found = {};
   for (const [name, url, wait] of [
-    ["landing", "index.html", 'html[data-kvw-ready="1"]'],
-    ["landing-it", "it/" + defaultStem(site) + ".html", 'html[data-kvw-ready="1"]'],
-    ["compare", "en/" + compare, 'html[data-kvw-ready="1"]'],
-    ["embed", "embed-example.html", 'kvw-replay[data-kvw-ready="1"]'],
+    ["landing", base + "index.html", 'html[data-kvw-ready="1"]'],
+    ["landing-it", base + "it/" + defaultStem(site) + ".html", 'html[data-kvw-ready="1"]'],
+    ["compare", base + "en/" + compare, 'html[data-kvw-ready="1"]'],
+    ["embed", base + "embed-example.html", 'kvw-replay[data-kvw-ready="1"]'],
+    ["gates", base + "en/gates.html", "main"],
+    ["gates-it", base + "it/gates.html", "main"],
+    ["scenario", base + "en/" + scenario, "main"],
+    ["scenario-it", base + "it/" + scenario, "main"],
+    ["receipts index", base + "receipts/index.html", "main"],
+    ["receipts index-it", base + "it/receipts.html", "main"],
+    ["model check", r.url + "en/" + modelCheck, "main"],
+    ["model check-it", r.url + "it/" + modelCheck, "main"],
+    ["randomized runs", r.url + "en/" + fuzz, "main"],
+    ["randomized runs-it", r.url + "it/" + fuzz, "main"],
   ]) {
     const page = await newPage();
-    await page.goto(base + url);
+    await page.goto(url);
     await page.waitForSelector(wait, { timeout: 20_000 });
-    results[name] = await axe(page);
-    console.log(`axe ${name}: ${results[name].length} violations${results[name].length ? "\n  " + results[name].join("\n  ") : ""}`);
+    // Folded parts (the gates' pool table) are checked open too.
+    await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
+    found[name] = await axe(page);
+    console.log(`axe ${name}: ${found[name].length} violations${found[name].length ? "\n  " + found[name].join("\n  ") : ""}`);
   }
-  for (const [name, v] of Object.entries(results)) assert.deepEqual(v, [], name);
+  for (const [name, v] of Object.entries(found)) assert.deepEqual(v, [], name);
+});
+
+test("keyboard only on the gates page: Tab reaches a row's link with a visible focus, Enter opens its scenario", async () => {
+  const page = await newPage();
+  await page.goto(base + "en/gates.html");
+  const first = page.locator(".gates-table tbody a").first();
+  const href = await first.getAttribute("href");
+  const stops = [];
+  let reached = false;
+  for (let i = 0; i < 40 && !reached; i++) {
+    await page.keyboard.press("Tab");
+    const at = await page.evaluate(() => {
+      const el = document.activeElement;
+      const style = getComputedStyle(el);
+      return {
+        tag: el.tagName.toLowerCase(),
+        text: el.textContent.replace(/\s+/g, " ").trim().slice(0, 40),
+        row: !!el.closest(".gates-table tbody"),
+        href: el.getAttribute("href"),
+        ring: el.matches(":focus-visible") && style.outlineStyle !== "none" && parseFloat(style.outlineWidth) >= 2,
+      };
+    });
+    stops.push(`${at.tag}:${at.text}`);
+    assert.ok(at.ring, `the focus on ${at.tag} "${at.text}" is visible`);
+    reached = at.row && at.href === href;
+  }
+  console.log(`gates page, Tab stops: ${stops.join(" → ")}`);
+  assert.ok(reached, "Tab reaches the first row's link");
+  assert.equal(stops[0], `a:${await page.locator("a.skip").textContent()}`, "the first stop skips to the content");
+  await shot(page, "gates-keyboard-focus", false);
+  await page.keyboard.press("Enter");
+  await page.waitForURL((u) => u.pathname.endsWith("/en/" + href));
+  assert.match(await page.locator("h1").textContent(), /Scenario/);
+  // The scenario page leads back to the gates with the keyboard too.
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  let back = false;
+  for (let i = 0; i < 6 && !back; i++) {
+    back = await page.evaluate(() => document.activeElement?.closest(".sc-back") !== null);
+    if (!back) await page.keyboard.press("Tab");
+  }
+  assert.ok(back, "Tab reaches the way back to the gates");
+  await page.keyboard.press("Enter");
+  await page.waitForURL(/\/en\/gates\.html$/);
 });
 
 test("keyboard only: tab to Next, press it, and reach a switch", async () => {

@@ -4,7 +4,9 @@ use leptos::prelude::*;
 
 use crate::i18n::Lang;
 
-/// Term, definition (English, Italian). Ids are `gloss-<term>`.
+/// Id, term, definition (English, Italian). Ids are `gloss-<id>`. A term
+/// is the word the pages use, the same in both languages except where
+/// Italian has its own (`page`: `pagina`).
 const TERMS: [(&str, &str, &str, &str); 6] = [
     (
         "tenant",
@@ -20,7 +22,7 @@ const TERMS: [(&str, &str, &str, &str); 6] = [
     ),
     (
         "page",
-        "page",
+        "page|pagina",
         "A fixed-size block of the KV cache (the model's memory of a prompt). Pools hand pages out and take them back; a freed page keeps its old bytes.",
         "Un blocco di dimensione fissa della KV cache (la memoria del modello su un prompt). I pool assegnano pagine e le riprendono; una pagina liberata conserva i vecchi byte.",
     ),
@@ -44,6 +46,14 @@ const TERMS: [(&str, &str, &str, &str); 6] = [
     ),
 ];
 
+/// A term in `lang`: `english|italian` where the two differ.
+fn term_in(term: &'static str, lang: Lang) -> &'static str {
+    match term.split_once('|') {
+        Some((en, it)) => lang.pick(en, it),
+        None => term,
+    }
+}
+
 /// The glossary as a definition list (`#glossary`).
 #[component]
 pub fn Glossary(lang: Lang) -> impl IntoView {
@@ -52,7 +62,7 @@ pub fn Glossary(lang: Lang) -> impl IntoView {
             <h2 id="glossary-h">{lang.pick("Glossary", "Glossario")}</h2>
             <dl>
                 {TERMS.iter().map(|(id, term, en, it)| view! {
-                    <dt id=format!("gloss-{id}")>{*term}</dt>
+                    <dt id=format!("gloss-{id}")>{term_in(term, lang)}</dt>
                     <dd>{lang.pick(en, it)}</dd>
                 }).collect_view()}
             </dl>

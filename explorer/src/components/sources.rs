@@ -30,7 +30,8 @@ pub fn SourceLinks(
                         <li>
                             <span class="origin">{origin}</span>" "
                             <a href=href><code>{source_label(&s)}</code></a>
-                            " — "{s.label.clone()}
+                            // The label is the receipt's own English words.
+                            " — "<span lang=(lang != Lang::En).then_some("en")>{s.label.clone()}</span>
                         </li>
                     }
                 }).collect_view()}
