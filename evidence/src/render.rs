@@ -8,7 +8,7 @@
 
 use crate::predicate::{
     AbortCause, AssumptionId, Claim, DoorDecision, DoorName, Event, EventKind, Outcome, PoisonMode,
-    PollResult, ProbePredicate, Provenance, Step, StopCause, Worker,
+    PollResult, ProbePredicate, Provenance, ResourceAction, ResourceKind, Step, StopCause, Worker,
 };
 
 /// A reader's language.
@@ -112,6 +112,37 @@ pub fn door_name(d: DoorName) -> &'static str {
         DoorName::PrefillResult => "process_batch_result_disagg_prefill",
         DoorName::DecodePreallocQueue => "DecodePreallocQueue.add",
         DoorName::DecodeTransferQueue => "DecodeTransferQueue.pop_transferred",
+    }
+}
+
+/// A per-request resource by its upstream field, or in words where upstream
+/// has no single field for it.
+pub fn resource_name(k: ResourceKind, lang: Lang) -> &'static str {
+    match k {
+        ResourceKind::MetadataBuffer => "metadata_buffer_index",
+        ResourceKind::MambaSlot => "mamba_pool_idx",
+        ResourceKind::HicacheEntry => lang.pick("the HiCache entry", "la voce HiCache"),
+        ResourceKind::RetractionBackup => "retraction_backup",
+        ResourceKind::SessionSlot => lang.pick("the session slot", "lo slot della sessione"),
+        ResourceKind::KvSender => "disagg_kv_sender",
+    }
+}
+
+fn resource_action(a: ResourceAction, lang: Lang) -> &'static str {
+    match a {
+        ResourceAction::Allocate => lang.pick("allocated", "allocato"),
+        ResourceAction::Free => lang.pick("freed", "liberato"),
+        ResourceAction::DoubleFree => lang.pick(
+            "freed again (double free)",
+            "liberato di nuovo (doppia liberazione)",
+        ),
+        ResourceAction::Detach => {
+            lang.pick("detached from the request", "staccato dalla richiesta")
+        }
+        ResourceAction::AbortFailed => lang.pick(
+            "sender.abort() raised; cleanup went on",
+            "sender.abort() ha sollevato un errore; la pulizia è proseguita",
+        ),
     }
 }
 
@@ -475,8 +506,9 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             w = worker(*w, lang), status = status, finish_reason = finish_reason),
         EventKind::Response { status, .. } => say!(lang, "client ← HTTP {status}", "client ← HTTP {status}", status = status),
         EventKind::Resource { worker: w, resource, action, index } => say!(lang,
-            "{w}: {resource:?} {index}: {action:?}", "{w}: {resource:?} {index}: {action:?}",
-            w = worker(*w, lang), resource = resource, index = index, action = action),
+            "{w}: {resource} {index} {action}", "{w}: {resource} {index} {action}",
+            w = worker(*w, lang), resource = resource_name(*resource, lang), index = index,
+            action = resource_action(*action, lang)),
         EventKind::DrainAck { room, peer } => say!(lang,
             "decode peer {peer} → prefill: drain ack for room {room}",
             "peer decode {peer} → prefill: ack di svuotamento per la stanza {room}",

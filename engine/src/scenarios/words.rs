@@ -36,14 +36,7 @@ pub(crate) fn worker(w: Worker) -> &'static str {
 
 /// A per-request resource by its upstream field.
 pub(crate) fn resource(k: ResourceKind) -> &'static str {
-    match k {
-        ResourceKind::MetadataBuffer => "metadata_buffer_index",
-        ResourceKind::MambaSlot => "mamba_pool_idx",
-        ResourceKind::HicacheEntry => "the HiCache entry",
-        ResourceKind::RetractionBackup => "retraction_backup",
-        ResourceKind::SessionSlot => "the session slot",
-        ResourceKind::KvSender => "disagg_kv_sender",
-    }
+    kvw_evidence::render::resource_name(k, kvw_evidence::render::Lang::En)
 }
 
 /// The client's status: `HTTP 400`, or `no answer`.
