@@ -26,7 +26,7 @@ mod tests {
     #[test]
     fn matches_the_standard_formatter_away_from_ties() {
         for x in [
-            0.0, 6.26, 12.3456, 99.6, 0.4, 100.0, 1234.56789, -3.14159, 0.0004,
+            0.0, 6.26, 12.3456, 99.6, 0.4, 100.0, 1234.56789, -3.25159, 0.0004,
         ] {
             for d in [0, 1, 3] {
                 assert_eq!(fixed(x, d), format!("{x:.*}", d as usize), "{x} {d}");
