@@ -6,7 +6,8 @@
 #
 # wasm-opt comes from the npm package `binaryen`, installed once into
 # ${KVW_CACHE:-$HOME/.cache/kvwitness}/binaryen; Debian's binaryen is too old
-# and produces broken modules. Prints the gzipped size of the final .wasm.
+# and produces broken modules. Prints the gzipped size of the final .wasm
+# and how it stands against the 250 KB (256000 bytes) gzipped target.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,7 +42,10 @@ if [ ! -x "$WASM_OPT" ]; then
     mkdir -p "$CACHE/binaryen"
     npm install --prefix "$CACHE/binaryen" --no-audit --no-fund --loglevel=error "binaryen@$BINARYEN_VERSION" >&2
 fi
-"$WASM_OPT" -Oz --strip-debug --strip-producers \
+# -Oz, then flatten and re-loop the control flow and shrink again: about
+# 1% smaller than -Oz alone (measured; -Os, --converge and a second -Oz
+# alone gain nothing).
+"$WASM_OPT" -Oz --flatten --rereloop -Oz -Oz --strip-debug --strip-producers \
     --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
     --enable-reference-types --enable-multivalue --enable-mutable-globals \
     -o "$OUT/kvw_explorer_bg.wasm.opt" "$OUT/kvw_explorer_bg.wasm"
@@ -51,3 +55,9 @@ raw=$(wc -c <"$OUT/kvw_explorer_bg.wasm")
 gz=$(gzip -9 -c "$OUT/kvw_explorer_bg.wasm" | wc -c)
 js=$(gzip -9 -c "$OUT/kvw_explorer.js" | wc -c)
 echo "wasm: $OUT/kvw_explorer_bg.wasm $raw bytes, $gz bytes gzipped ($((gz / 1024)) KiB); js glue $js bytes gzipped"
+TARGET_GZ=256000
+if [ "$gz" -le "$TARGET_GZ" ]; then
+    echo "wasm size: $gz bytes gzipped, target 250 KB ($TARGET_GZ bytes): met, $((TARGET_GZ - gz)) bytes to spare"
+else
+    echo "wasm size: $gz bytes gzipped, target 250 KB ($TARGET_GZ bytes): not met, $((gz - TARGET_GZ)) bytes over"
+fi

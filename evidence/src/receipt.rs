@@ -20,16 +20,13 @@
 //! between machines and builds (the engine version/commit and the backend),
 //! so re-running a receipt's config at another commit must give the same one.
 
-use serde::Serialize;
+use serde_json::Value;
 
-use crate::canonical::{canonical_sha256, to_canonical_json};
+use crate::canonical::{canonical_sha256, sha256_hex, to_canonical_json};
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
 use crate::keys::{PublicKey, Signer};
-use crate::predicate::{
-    Assumption, Event, ProbeConfig, ProbeInfo, ProbePredicate, RequestInfo, Step, Verdict,
-    PREDICATE_TYPE,
-};
+use crate::predicate::{Event, ProbePredicate, Step, PREDICATE_TYPE};
 use crate::statement::{Statement, STATEMENT_TYPE};
 
 /// DSSE `payloadType` of an in-toto Statement.
@@ -59,76 +56,110 @@ pub struct VerifiedReceipt {
 /// Lowercase hex SHA-256 of the canonical JSON of `{events, steps}`: the
 /// value of a predicate's `trace_sha256`.
 pub fn trace_sha256(events: &[Event], steps: &[Step]) -> String {
-    #[derive(Serialize)]
-    struct Trace<'a> {
-        events: &'a [Event],
-        steps: Vec<Step>,
-    }
     // Plain data types with string keys always serialize.
-    canonical_sha256(&Trace {
-        events,
-        steps: commit_independent(steps),
-    })
-    .unwrap_or_default()
+    match (serde_json::to_value(events), serde_json::to_value(steps)) {
+        (Ok(events), Ok(steps)) => trace_digest(&events, &steps),
+        _ => String::new(),
+    }
 }
 
-/// The steps without the line numbers of the engine's own source: those
-/// anchors belong to the engine commit (like `engine.commit`) and move when
-/// unrelated code moves, while what happened stays the same. Upstream lines
-/// are pinned to a fixed commit and stay in.
-pub fn commit_independent(steps: &[Step]) -> Vec<Step> {
-    let mut steps = steps.to_vec();
-    for step in &mut steps {
-        for src in &mut step.sources {
-            if src.origin == crate::predicate::SourceOrigin::Engine {
-                src.line_start = None;
-                src.line_end = None;
+/// [`trace_sha256`] of `events` and `steps` as JSON: the form a verifier
+/// holds, so the digest it checks is taken over exactly what was signed
+/// (and the browser build carries no second, typed serializer).
+fn trace_digest(events: &Value, steps: &Value) -> String {
+    let mut trace = serde_json::Map::new();
+    trace.insert("events".into(), events.clone());
+    trace.insert("steps".into(), commit_independent(steps));
+    canonical_sha256(&trace).unwrap_or_default()
+}
+
+/// The steps (as JSON) without the line numbers of the engine's own source:
+/// those anchors belong to the engine commit (like `engine.commit`) and
+/// move when unrelated code moves, while what happened stays the same.
+/// Upstream lines are pinned to a fixed commit and stay in.
+fn commit_independent(steps: &Value) -> Value {
+    let mut steps = steps.clone();
+    let sources = steps
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .filter_map(|step| step.get_mut("sources")?.as_array_mut())
+        .flatten();
+    for src in sources {
+        if let Some(src) = src.as_object_mut() {
+            if src.get("origin").and_then(Value::as_str) == Some("engine") {
+                src.insert("line_start".into(), Value::Null);
+                src.insert("line_end".into(), Value::Null);
             }
         }
     }
     steps
 }
 
-/// The part of a predicate a re-run must reproduce.
-#[derive(Serialize)]
-struct Reproducible<'a> {
-    probe: &'a ProbeInfo,
-    config: &'a ProbeConfig,
-    requests: &'a [RequestInfo],
-    events: &'a [Event],
-    steps: Vec<Step>,
-    assumptions: &'a [Assumption],
-    verdict: &'a Verdict,
-    trace_sha256: &'a str,
+/// Members of a predicate a re-run must reproduce: everything but `engine`
+/// (changes with every commit) and `backend` (CPU or GPU must agree).
+const REPRODUCIBLE: [&str; 8] = [
+    "probe",
+    "config",
+    "requests",
+    "events",
+    "steps",
+    "assumptions",
+    "verdict",
+    "trace_sha256",
+];
+
+/// Lowercase hex SHA-256 of the canonical JSON of everything but `engine`,
+/// `backend` and the engine's own line numbers (see [`REPRODUCIBLE`]).
+pub fn reproducible_digest(p: &ProbePredicate) -> String {
+    serde_json::to_value(p)
+        .map(|p| reproducible_digest_of(&p))
+        .unwrap_or_default()
 }
 
-/// Lowercase hex SHA-256 of the canonical JSON of everything but `engine`
-/// (changes with every commit), `backend` (CPU or GPU must agree) and the
-/// engine's own line numbers (see [`commit_independent`]).
-pub fn reproducible_digest(p: &ProbePredicate) -> String {
-    let part = Reproducible {
-        probe: &p.probe,
-        config: &p.config,
-        requests: &p.requests,
-        events: &p.events,
-        steps: commit_independent(&p.steps),
-        assumptions: &p.assumptions,
-        verdict: &p.verdict,
-        trace_sha256: &p.trace_sha256,
-    };
+/// [`reproducible_digest`] of a predicate as JSON.
+fn reproducible_digest_of(p: &Value) -> String {
+    let part: serde_json::Map<String, Value> = REPRODUCIBLE
+        .iter()
+        .map(|&key| {
+            let value = p.get(key).cloned().unwrap_or(Value::Null);
+            let value = if key == "steps" {
+                commit_independent(&value)
+            } else {
+                value
+            };
+            (key.to_string(), value)
+        })
+        .collect();
     canonical_sha256(&part).unwrap_or_default()
 }
 
 /// Check a predicate's own consistency: seven steps numbered 1..=7 whose
 /// event indices point into `events`, and a matching `trace_sha256`.
 pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
-    let expected = trace_sha256(&p.events, &p.steps);
+    check_trace(p, &trace_sha256(&p.events, &p.steps))?;
+    check_steps(p)
+}
+
+/// [`check_predicate`] of a predicate parsed from `signed`, the JSON it was
+/// signed as: the trace digest is recomputed from that JSON.
+fn check_signed_predicate(p: &ProbePredicate, signed: &Value) -> Result<(), EvidenceError> {
+    let part = |key| signed.get(key).unwrap_or(&Value::Null);
+    check_trace(p, &trace_digest(part("events"), part("steps")))?;
+    check_steps(p)
+}
+
+fn check_trace(p: &ProbePredicate, expected: &str) -> Result<(), EvidenceError> {
     if p.trace_sha256 != expected {
         return Err(EvidenceError::TraceDigest {
             found: p.trace_sha256.clone(),
-            expected,
+            expected: expected.to_string(),
         });
     }
+    Ok(())
+}
+
+fn check_steps(p: &ProbePredicate) -> Result<(), EvidenceError> {
     if p.steps.len() != STEP_COUNT {
         return Err(EvidenceError::Steps(format!(
             "{} steps, expected exactly {STEP_COUNT}",
@@ -186,7 +217,7 @@ pub fn check_receipt_name(name: &str) -> Result<(), EvidenceError> {
 /// kind of result (scenario, gate, fuzz, model check, audit) with its own
 /// `predicateType`. [`sign_statement`] and [`verify_statement`] handle every
 /// kind the same way; the kind adds only its own consistency check.
-pub trait PredicateKind: Serialize + serde::de::DeserializeOwned {
+pub trait PredicateKind: serde::Serialize + serde::de::DeserializeOwned {
     /// The `predicateType` URI, versioned.
     const PREDICATE_TYPE: &'static str;
     /// Short name used in error messages, e.g. `probe predicate`.
@@ -195,6 +226,13 @@ pub trait PredicateKind: Serialize + serde::de::DeserializeOwned {
     fn check(&self) -> Result<(), EvidenceError> {
         Ok(())
     }
+    /// [`PredicateKind::check`] of a predicate parsed from `signed`, the JSON
+    /// it was signed as. A kind whose check digests part of itself may take
+    /// that part from `signed`, so the digest covers what was signed.
+    fn check_signed(&self, signed: &Value) -> Result<(), EvidenceError> {
+        let _ = signed;
+        self.check()
+    }
 }
 
 impl PredicateKind for ProbePredicate {
@@ -202,6 +240,9 @@ impl PredicateKind for ProbePredicate {
     const WHAT: &'static str = "probe predicate";
     fn check(&self) -> Result<(), EvidenceError> {
         check_predicate(self)
+    }
+    fn check_signed(&self, signed: &Value) -> Result<(), EvidenceError> {
+        check_signed_predicate(self, signed)
     }
 }
 
@@ -266,6 +307,9 @@ pub struct VerifiedStatement {
     pub predicate_sha256: String,
     /// The predicate, as signed.
     pub predicate: serde_json::Value,
+    /// The predicate's canonical JSON, the bytes its subject digest is
+    /// taken over.
+    pub predicate_json: Vec<u8>,
 }
 
 impl VerifiedStatement {
@@ -278,9 +322,9 @@ impl VerifiedStatement {
                 expected: P::PREDICATE_TYPE,
             });
         }
-        let predicate: P = serde_json::from_value(self.predicate.clone())
+        let predicate: P = serde_json::from_slice(&self.predicate_json)
             .map_err(|e| EvidenceError::json(P::WHAT, e))?;
-        predicate.check()?;
+        predicate.check_signed(&self.predicate)?;
         Ok(predicate)
     }
 }
@@ -344,8 +388,9 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
     if let Err(e) = check_receipt_name(&subject.name) {
         return Err(EvidenceError::Subject(e.to_string()));
     }
-    let digest =
-        canonical_sha256(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))?;
+    let predicate_json =
+        to_canonical_json(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))?;
+    let digest = sha256_hex(&predicate_json);
     if subject.digest.sha256 != digest {
         return Err(EvidenceError::Subject(format!(
             "digest {} does not match the predicate's sha256 {digest}",
@@ -358,6 +403,7 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
         predicate_type: statement.predicate_type,
         predicate_sha256: digest,
         predicate: statement.predicate,
+        predicate_json,
     })
 }
 
@@ -375,7 +421,7 @@ impl VerifiedReceipt {
             name: statement.name,
             keyid: statement.keyid,
             predicate_sha256: statement.predicate_sha256,
-            reproducible_digest: reproducible_digest(&predicate),
+            reproducible_digest: reproducible_digest_of(&statement.predicate),
             predicate,
         })
     }

@@ -27,6 +27,7 @@ use crate::components::replay::Replay;
 use crate::components::shell::SitePage;
 use crate::components::trust_banner::TrustBanner;
 use crate::components::ReplayCtx;
+use crate::fixed::fixed;
 use crate::i18n::Lang;
 use crate::links::DEFAULT_ENGINE_SOURCE_BASE;
 use crate::model::{page_title, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
@@ -47,7 +48,8 @@ fn read_json<T: serde::de::DeserializeOwned>(id: &str) -> Result<T, String> {
         .get_element_by_id(id)
         .and_then(|e| e.text_content())
         .ok_or("no page data")?;
-    serde_json::from_str(&text).map_err(|e| format!("page data: {e}"))
+    // Bytes, like every other parse here: one JSON reader in the build.
+    serde_json::from_slice(text.as_bytes()).map_err(|e| format!("page data: {e}"))
 }
 
 /// Start fetching `url`; the request runs while other work goes on.
@@ -312,11 +314,8 @@ async fn agree_with_early(shown: Shown) -> Shown {
 /// verification), `data-kvw-wasm-ms` (since navigation start) and, unless
 /// the inline check showed it first, `data-kvw-badge-ms`.
 fn record_timing(started: f64) {
-    set_root_attr(
-        "data-kvw-verify-ms",
-        Some(&format!("{:.1}", now_ms() - started)),
-    );
-    let at = format!("{:.1}", now_ms());
+    set_root_attr("data-kvw-verify-ms", Some(&fixed(now_ms() - started, 1)));
+    let at = fixed(now_ms(), 1);
     set_root_attr("data-kvw-wasm-ms", Some(&at));
     // The inline WebCrypto check may have shown the badge already.
     let shown_early = document()

@@ -10,7 +10,7 @@
 //!
 //! Modules split along one concern each: plain data and pure logic first
 //! ([`model`], [`catalog`], [`links`], [`highlight`], [`diverge`],
-//! [`timeline`], [`i18n`], [`trust`]), then the components under
+//! [`timeline`], [`i18n`], [`trust`], [`fixed`]), then the components under
 //! [`components`], then the two ends: [`site`] (static build) and the
 //! browser entry points.
 
@@ -19,6 +19,7 @@
 pub mod catalog;
 pub mod components;
 pub mod diverge;
+pub mod fixed;
 pub mod highlight;
 pub mod i18n;
 pub mod links;

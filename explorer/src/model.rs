@@ -129,6 +129,16 @@ impl Shown {
         }
     }
 
+    /// What is on screen, as a key: the replay is drawn afresh when it
+    /// changes (another file, another verdict, a load in progress).
+    pub fn identity(&self) -> String {
+        match self {
+            Shown::Verified { stem, sha256, .. } => format!("verified:{stem}:{sha256}"),
+            Shown::Rejected { stem, reason } => format!("rejected:{stem}:{reason}"),
+            Shown::Loading { stem } => format!("loading:{stem}"),
+        }
+    }
+
     /// Whether the receipt verified.
     pub fn is_verified(&self) -> bool {
         matches!(self, Shown::Verified { .. })

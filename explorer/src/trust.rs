@@ -38,7 +38,8 @@ pub fn check_bytes(stem: &str, envelope: &[u8], public_key_json: &str) -> Shown 
     };
     match verify_receipt(envelope, &key) {
         Ok(verified) if verified.name != file_name => rejected(format!(
-            "signed under the name {:?}, stored as {file_name:?}",
+            // Both names passed `check_receipt_name`: nothing to escape.
+            "signed under the name \"{}\", stored as \"{file_name}\"",
             verified.name
         )),
         Ok(verified) => Shown::Verified {

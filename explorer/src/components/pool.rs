@@ -11,6 +11,7 @@ use kvw_evidence::{PageRange, PageView, WriterClass};
 use leptos::either::Either;
 use leptos::prelude::*;
 
+use crate::fixed::fixed;
 use crate::i18n::Lang;
 use crate::pages::{self, class_letter, class_slug};
 
@@ -90,7 +91,7 @@ fn Bar(label: &'static str, segments: Vec<(u64, u64, String)>, total: u64) -> im
             <span class="bar">
                 {segments.into_iter().map(|(first, count, css)| {
                     let (left, width) = pages::bar_geometry(first, count, total);
-                    view! { <span class=css style=format!("left:{left:.3}%;width:{width:.3}%")></span> }
+                    view! { <span class=css style=format!("left:{}%;width:{}%", fixed(left, 3), fixed(width, 3))></span> }
                 }).collect_view()}
             </span>
         </div>

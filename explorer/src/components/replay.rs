@@ -129,19 +129,24 @@ fn NotReplayed(stem: String, reason: String, lang: Lang) -> impl IntoView {
 }
 
 /// The replay of whatever [`ReplayCtx::shown`] holds.
+///
+/// Keyed on [`Shown::identity`]: another receipt (or verdict, or a load in
+/// progress) draws the replay afresh instead of diffing one run's DOM
+/// against another's, which also keeps the browser build from carrying a
+/// second, diffing copy of the whole replay's code.
 #[component]
 pub fn Replay() -> impl IntoView {
     let ctx = ReplayCtx::get();
     let lang = ctx.data.with_value(|d| d.lang);
     view! {
         <div class="replay" id="replay">
-            {move || match ctx.shown.get() {
+            <For each=move || [ctx.shown.get()] key=Shown::identity children=move |shown| match shown {
                 Shown::Verified { predicate, .. } => EitherOf3::A(view! { <ReplayBody predicate=*predicate lang=lang/> }),
                 Shown::Rejected { stem, reason } => EitherOf3::B(view! { <NotReplayed stem=stem reason=reason lang=lang/> }),
                 Shown::Loading { stem } => EitherOf3::C(view! {
                     <p class="loading" aria-busy="true">{lang.pick("Loading and verifying ", "Caricamento e verifica di ")}<code>{stem}</code>"…"</p>
                 }),
-            }}
+            }/>
         </div>
     }
 }

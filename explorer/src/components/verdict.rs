@@ -1,10 +1,18 @@
 //! What the run amounts to, and the configuration that produced it.
 
-use kvw_evidence::{ProbePredicate, Scale};
+use kvw_evidence::{FreeListPolicy, ProbePredicate, Scale};
 use leptos::prelude::*;
 
 use crate::catalog::switch_set;
 use crate::i18n::Lang;
+
+/// The free-list policy as the config table names it.
+fn free_list_name(policy: FreeListPolicy) -> &'static str {
+    match policy {
+        FreeListPolicy::Fifo => "FIFO",
+        FreeListPolicy::Lifo => "LIFO",
+    }
+}
 
 #[component]
 fn ConfigList(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
@@ -46,7 +54,7 @@ fn ConfigList(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
         ),
         (
             lang.pick("Free list", "Lista libera"),
-            format!("{:?}", c.free_list).to_uppercase(),
+            free_list_name(c.free_list).to_string(),
         ),
         (lang.pick("Fixes on", "Correzioni attive"), fixes),
         (lang.pick("Seed", "Seme"), c.seed.to_string()),
