@@ -74,9 +74,8 @@ pub fn merged(ranges: &[PageRange]) -> Vec<PageRange> {
     let mut out: Vec<PageRange> = Vec::with_capacity(sorted.len());
     for r in sorted {
         match out.last_mut() {
-            Some(last) if r.first <= last.first + last.count => {
-                let end = (last.first + last.count).max(r.first + r.count);
-                last.count = end - last.first;
+            Some(last) if r.first <= last.end() => {
+                last.count = last.end().max(r.end()) - last.first;
             }
             _ => out.push(r),
         }
