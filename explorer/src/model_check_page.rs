@@ -373,7 +373,12 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
 /// is a list to read, with nothing to hydrate), in the shell of the other
 /// static pages ([`crate::results_site::page`]).
 #[cfg(feature = "ssr")]
-pub fn render_model_check_page(lang: Lang, stem: &str, predicate: ModelCheckPredicate) -> String {
+pub fn render_model_check_page(
+    lang: Lang,
+    stem: &str,
+    predicate: ModelCheckPredicate,
+    shows: &crate::results_site::Shows<'_>,
+) -> String {
     let stem_owned = stem.to_string();
     let body = Owner::new().with(|| {
         view! { <ModelCheckView stem=stem_owned predicate=predicate lang=lang/> }.to_html()
@@ -382,7 +387,7 @@ pub fn render_model_check_page(lang: Lang, stem: &str, predicate: ModelCheckPred
         "{stem} — {}",
         lang.pick("model check", "verifica del modello")
     );
-    crate::results_site::page(lang, &title, &format!("{stem}.html"), &body)
+    crate::results_site::page(lang, &title, &format!("{stem}.html"), &body, shows)
 }
 
 /// A model-check receipt of a bundle, verified.
@@ -426,15 +431,21 @@ pub fn load_model_check(
 pub fn write_model_check_pages(
     checks: &[LoadedModelCheck],
     out: &std::path::Path,
+    public_key_json: &str,
     write: impl Fn(&std::path::Path, String) -> Result<(), crate::site::SiteError>,
 ) -> Result<usize, crate::site::SiteError> {
     let mut pages = 0;
     for c in checks {
+        let receipts = [(c.stem.as_str(), c.envelope.as_bytes())];
+        let shows = crate::results_site::Shows {
+            public_key_json,
+            receipts: &receipts,
+        };
         for lang in Lang::ALL {
             let path = out.join(lang.code()).join(format!("{}.html", c.stem));
             write(
                 &path,
-                render_model_check_page(lang, &c.stem, c.predicate.clone()),
+                render_model_check_page(lang, &c.stem, c.predicate.clone(), &shows),
             )?;
             pages += 1;
         }

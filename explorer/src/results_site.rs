@@ -89,8 +89,14 @@ impl LoadedResults {
     pub fn write_pages(
         &self,
         out: &Path,
+        public_key_json: &str,
         write: impl Fn(&Path, String) -> Result<(), SiteError>,
     ) -> Result<usize, SiteError> {
+        let gates_receipts: Vec<(&str, &[u8])> = self
+            .gates
+            .iter()
+            .map(|(t, e)| (t.stem.as_str(), e.as_slice()))
+            .collect();
         let mut pages = 0;
         let has_gates = !self.gates.is_empty();
         let scenarios: BTreeSet<(String, String)> = self
@@ -107,10 +113,17 @@ impl LoadedResults {
                     view! { <GatesView tables=tables scenarios=scenarios lang=lang/> }.to_html()
                 });
                 let title = lang.pick("Acceptance gates", "Gate di accettazione");
-                write(&dir.join(GATES_PAGE), page(lang, title, GATES_PAGE, &body))?;
+                let shows = Shows {
+                    public_key_json,
+                    receipts: &gates_receipts,
+                };
+                write(
+                    &dir.join(GATES_PAGE),
+                    page(lang, title, GATES_PAGE, &body, &shows),
+                )?;
                 pages += 1;
             }
-            for (stem, _, p) in &self.scenarios {
+            for (stem, envelope, p) in &self.scenarios {
                 let (stem_owned, predicate) = (stem.clone(), p.clone());
                 let gates_href = has_gates.then(|| GATES_PAGE.to_string());
                 let body = Owner::new().with(|| {
@@ -123,16 +136,26 @@ impl LoadedResults {
                     lang.pick("scenario", "scenario")
                 );
                 let file = format!("{stem}.html");
-                write(&dir.join(&file), page(lang, &title, &file, &body))?;
+                let receipts = [(stem.as_str(), envelope.as_slice())];
+                let shows = Shows {
+                    public_key_json,
+                    receipts: &receipts,
+                };
+                write(&dir.join(&file), page(lang, &title, &file, &body, &shows))?;
                 pages += 1;
             }
-            for (stem, _, p) in &self.fuzz {
+            for (stem, envelope, p) in &self.fuzz {
                 let (stem_owned, predicate) = (stem.clone(), p.clone());
                 let body = Owner::new().with(|| {
                     view! { <FuzzView stem=stem_owned predicate=predicate lang=lang/> }.to_html()
                 });
                 let file = format!("{stem}.html");
-                write(&dir.join(&file), page(lang, stem, &file, &body))?;
+                let receipts = [(stem.as_str(), envelope.as_slice())];
+                let shows = Shows {
+                    public_key_json,
+                    receipts: &receipts,
+                };
+                write(&dir.join(&file), page(lang, stem, &file, &body, &shows))?;
                 pages += 1;
             }
         }
@@ -150,10 +173,98 @@ impl LoadedResults {
     }
 }
 
+/// The receipts a static page reports and the key they verify with. The
+/// site builder checked them; in the browser the page checks them again
+/// (`results_check.js`): each file the page links is fetched and its
+/// SHA-256 and signature are checked with WebCrypto, so a file altered after
+/// the build gets the warning here as it does on a replay page.
+#[derive(Debug, Clone, Copy)]
+pub struct Shows<'a> {
+    /// The bundle's `kvw.pub.json`.
+    pub public_key_json: &'a str,
+    /// `(stem, envelope as stored)` of each receipt the page reports.
+    pub receipts: &'a [(&'a str, &'a [u8])],
+}
+
+/// The first 16 hex digits of a digest, enough to compare by eye.
+fn short(hex: &str) -> String {
+    hex.get(..16).unwrap_or(hex).to_string()
+}
+
+/// The `#kvw-results` data and the inline check, for `<head>`.
+fn check_head(shows: &Shows<'_>) -> String {
+    let receipts: Vec<serde_json::Value> = shows
+        .receipts
+        .iter()
+        .map(|(stem, envelope)| {
+            serde_json::json!({ "stem": stem, "sha256": kvw_evidence::canonical::sha256_hex(envelope) })
+        })
+        .collect();
+    let data = serde_json::json!({
+        "root": "../",
+        "public_key": shows.public_key_json,
+        "receipts": receipts,
+    });
+    let json = data.to_string().replace('<', "\\u003c");
+    format!(
+        "<script type=\"application/json\" id=\"kvw-results\">{json}</script>\n<script>{}{}</script>",
+        crate::site::RECEIPT_VERIFY,
+        RESULTS_CHECK
+    )
+}
+
+/// The browser check of a static result page's receipts.
+const RESULTS_CHECK: &str = include_str!("results_check.js");
+
+/// One banner per receipt: what the site builder checked, turned by the
+/// browser's check into the badge or the warning (the style sheet picks the
+/// words from `data-kvw-verdict`).
+fn banners(lang: Lang, shows: &Shows<'_>) -> String {
+    let keyid = kvw_evidence::keys::PublicKey::from_json(shows.public_key_json.as_bytes())
+        .map(|k| k.keyid())
+        .unwrap_or_default();
+    let index = format!("../{}", crate::site::receipts_index_path(lang));
+    shows
+        .receipts
+        .iter()
+        .map(|(stem, envelope)| {
+            let sha256 = kvw_evidence::canonical::sha256_hex(envelope);
+            let (id, href, file) = (
+                format!("kvw-trust-{stem}"),
+                format!("../receipts/{stem}.json"),
+                format!("{stem}.json"),
+            );
+            let (keyid, index) = (keyid.clone(), index.clone());
+            Owner::new().with(|| {
+                view! {
+                    <div class="trust result" id=id role="status">
+                        <p>
+                            <span class="when-built">{lang.pick("Checked when this site was built: ", "Controllata alla costruzione del sito: ")}</span>
+                            <span class="when-ok"><span aria-hidden="true">"✔ "</span><strong>{lang.pick("Verified in this browser: ", "Verificata in questo browser: ")}</strong></span>
+                            <span class="when-bad"><span aria-hidden="true">"⚠ "</span><strong>{lang.pick("Not verified: ", "Non verificata: ")}</strong></span>
+                            <a href=href><code>{file}</code></a>" · sha256 "<code class="digest" title=sha256.clone()>{short(&sha256)}</code>
+                            {lang.pick(" · key ", " · chiave ")}<code class="keyid" title=keyid.clone()>{short(&keyid)}</code>
+                        </p>
+                        <p class="when-bad">
+                            {lang.pick(
+                                "This file is not the one the site was built from, or its signature does not verify, so what this page says about it is hidden. ",
+                                "Questo file non è quello da cui è stato costruito il sito, o la sua firma non è valida: ciò che questa pagina ne dice è nascosto. ",
+                            )}
+                            <a href=index>{lang.pick("Back to the verified receipts", "Torna alle ricevute verificate")}</a>
+                        </p>
+                    </div>
+                }
+                .to_html()
+            })
+        })
+        .collect()
+}
+
 /// A complete static page in `lang`, with a link to the same page in the
-/// other language (`file` in its folder) and a link that skips to the
-/// content for keyboard readers.
-pub fn page(lang: Lang, title: &str, file: &str, body: &str) -> String {
+/// other language (`file` in its folder), a link that skips to the
+/// content for keyboard readers, and the browser's check of the receipts
+/// the page reports ([`Shows`]).
+pub fn page(lang: Lang, title: &str, file: &str, body: &str, shows: &Shows<'_>) -> String {
     let title = title.to_string();
     let head =
         Owner::new().with(|| view! { <title>{format!("{title} — kvwitness")}</title> }.to_html());
@@ -169,8 +280,10 @@ pub fn page(lang: Lang, title: &str, file: &str, body: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n{head}\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"../style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"../index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n{head}\n<link rel=\"icon\" href=\"data:,\">\n{check}\n<link rel=\"stylesheet\" href=\"../style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"../index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{banners}<div class=\"kvw-result-body\">{body}</div></main></body>\n</html>\n",
         code = lang.code(),
+        check = check_head(shows),
+        banners = banners(lang, shows),
         langword = lang.pick("Language", "Lingua"),
         skip = lang.pick("Skip to content", "Vai al contenuto"),
     )

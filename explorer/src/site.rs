@@ -274,6 +274,8 @@ pub const JS_FLAG: &str = "<script>document.documentElement.classList.add(\"kvw-
 /// It sits before the style sheet link: a classic script after a pending
 /// style sheet would wait for it, a whole round trip on a slow link.
 pub const EARLY_CHECK: &str = include_str!("early_check.js");
+/// The WebCrypto receipt check both inline checks call.
+pub const RECEIPT_VERIFY: &str = include_str!("receipt_verify.js");
 
 /// A complete replay page.
 pub fn render_replay_page(
@@ -298,7 +300,7 @@ pub fn render_replay_page(
         .collect();
     let (early, boot) = if hydrate {
         (
-            format!("<script>{EARLY_CHECK}</script>\n"),
+            format!("<script>{RECEIPT_VERIFY}{EARLY_CHECK}</script>\n"),
             boot_script(&data.root, "hydrate"),
         )
     } else {
@@ -380,7 +382,7 @@ pub fn render_compare_page(
 /// Where the receipts index of `lang` lives: `receipts/index.html` in
 /// English (beside the receipts, since static servers list no folders),
 /// `it/receipts.html` in Italian (beside the Italian pages).
-fn receipts_index_path(lang: Lang) -> &'static str {
+pub fn receipts_index_path(lang: Lang) -> &'static str {
     match lang {
         Lang::En => "receipts/index.html",
         Lang::It => "it/receipts.html",
@@ -802,11 +804,13 @@ fn render_site(
         }
     }
 
-    pages +=
-        crate::model_check_page::write_model_check_pages(&bundle.model_checks, out, |p, s| {
-            write(p, s)
-        })?;
-    pages += bundle.results.write_pages(out, write)?;
+    pages += crate::model_check_page::write_model_check_pages(
+        &bundle.model_checks,
+        out,
+        public_key,
+        write,
+    )?;
+    pages += bundle.results.write_pages(out, public_key, write)?;
     for l in loaded.iter().filter(|l| !l.envelope.is_empty()) {
         write(
             &out.join("receipts").join(format!("{}.json", l.stem)),

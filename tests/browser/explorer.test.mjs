@@ -364,6 +364,46 @@ test("a tampered receipt file says not verified on every route to it", async () 
   }
 });
 
+// The static result pages (gates, scenario replays) check the receipts they
+// report in the browser too: the same verdict as a replay page gives.
+test("result pages verify their receipts in the browser, and a tampered one gets the warning", async () => {
+  const scenario = firstPage(site, "en", "scenario-").replace(/\.html$/, "");
+  for (const [file, stems] of [["gates.html", ["gates-fixes-none", "gates-fixes-all"]], [`${scenario}.html`, [scenario]]]) {
+    for (const lang of ["en", "it"]) {
+      const page = await newPage();
+      await page.goto(base + `${lang}/${file}`);
+      for (const stem of stems) {
+        await page.waitForSelector(`[id="kvw-trust-${stem}"][data-kvw-verdict="ok"]`, { timeout: 20_000 });
+      }
+      assert.ok(await page.locator(".kvw-result-body").isVisible(), `${lang}/${file}: the results stay shown`);
+      console.log(`${lang}/${file}: ${stems.length} receipt(s) verified in the browser`);
+    }
+  }
+  const copy = mkdtempSync(join(tmpdir(), "kvw-site-tampered-result-"));
+  cpSync(site, copy, { recursive: true });
+  const path = join(copy, "receipts", `${scenario}.json`);
+  const envelope = JSON.parse(readFileSync(path, "utf8"));
+  const payload = Buffer.from(envelope.payload, "base64").toString("utf8");
+  const forged = payload.replace(/"status":"(fail|not-exercised)"/, '"status":"pass"').replace(/"holds":false/, '"holds":true');
+  envelope.payload = Buffer.from(forged === payload ? payload + " " : forged, "utf8").toString("base64");
+  writeFileSync(path, JSON.stringify(envelope));
+  for (const ext of [".gz", ".br"]) rmSync(path + ext, { force: true });
+  const tampered = await serve(copy);
+  try {
+    const page = await newPage();
+    await page.goto(tampered.url + `en/${scenario}.html`);
+    await page.waitForSelector(`[id="kvw-trust-${scenario}"][data-kvw-verdict="bad"]`, { timeout: 20_000 });
+    const banner = page.locator(`[id="kvw-trust-${scenario}"]`);
+    assert.match(await banner.innerText(), /Not verified/);
+    assert.equal(await page.locator(".kvw-result-body").isVisible(), false, "the forged results are hidden");
+    assert.ok(await banner.locator("a", { hasText: "Back to the verified receipts" }).isVisible(), "a way back");
+    console.log(`tampered ${scenario}.json on its page: ${(await banner.innerText()).replace(/\s+/g, " ").slice(0, 120)}`);
+    await shot(page, "tampered-scenario", false);
+  } finally {
+    tampered.child.kill();
+  }
+});
+
 // Two verifiers, one verdict: when the inline WebCrypto check refuses the
 // bytes (here: the page was built with another digest for its receipt) the
 // wasm verifier's yes is not enough, and the page shows the warning.

@@ -69,3 +69,25 @@ pub fn fuzz_receipt(signer: &Signer) -> (String, Envelope) {
     let envelope = sign_statement(&name, &p, signer).unwrap();
     (name, envelope)
 }
+
+/// A static result page reads without scripts (no module script, no wasm)
+/// and carries the browser's check of each receipt it reports: the data the
+/// check reads and one banner per receipt.
+pub fn assert_static_with_checks(html: &str, stems: &[&str]) {
+    assert!(
+        !html.contains("type=\"module\"") && !html.contains("pkg/"),
+        "a static result page loads no wasm"
+    );
+    assert!(html.contains("id=\"kvw-results\""), "no browser check data");
+    assert!(html.contains("window.kvwVerifyReceipt"), "no browser check");
+    for stem in stems {
+        assert!(
+            html.contains(&format!("id=\"kvw-trust-{stem}\"")),
+            "no banner for {stem}"
+        );
+        assert!(
+            html.contains(&format!("\"stem\":\"{stem}\"")),
+            "{stem} is not in the check's list"
+        );
+    }
+}
