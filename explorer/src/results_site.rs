@@ -84,6 +84,15 @@ impl LoadedResults {
         }
     }
 
+    /// The same scenario's receipt under other fixes (the first other one,
+    /// in bundle order), to compare with.
+    fn twin_of(&self, stem: &str, p: &ScenarioPredicate) -> Option<(String, ScenarioPredicate)> {
+        self.scenarios
+            .iter()
+            .find(|(s, _, q)| s != stem && q.scenario.name == p.scenario.name && q.fixes != p.fixes)
+            .map(|(s, _, q)| (s.clone(), q.clone()))
+    }
+
     /// Write the gates page and every scenario replay in each language, and
     /// the receipts; returns the number of pages written.
     pub fn write_pages(
@@ -126,8 +135,9 @@ impl LoadedResults {
             for (stem, envelope, p) in &self.scenarios {
                 let (stem_owned, predicate) = (stem.clone(), p.clone());
                 let gates_href = has_gates.then(|| GATES_PAGE.to_string());
+                let twin = self.twin_of(stem, p);
                 let body = Owner::new().with(|| {
-                    view! { <ScenarioView stem=stem_owned predicate=predicate lang=lang gates_href=gates_href/> }
+                    view! { <ScenarioView stem=stem_owned predicate=predicate lang=lang gates_href=gates_href twin=twin/> }
                         .to_html()
                 });
                 let title = format!(

@@ -94,6 +94,94 @@ pub fn judged_text(text: &str, lang: Lang) -> AnyView {
     quoted(text.to_string(), lang)
 }
 
+/// Index of the first event where two runs part ways (request or typed
+/// event differ; times are left out, they may shift without changing what
+/// happened), or `None` when one run's events are the other's.
+pub fn first_event_difference(a: &[Event], b: &[Event]) -> Option<usize> {
+    let same = |x: &Event, y: &Event| x.rid == y.rid && x.kind == y.kind;
+    match a.iter().zip(b).position(|(x, y)| !same(x, y)) {
+        Some(i) => Some(i),
+        None if a.len() != b.len() => Some(a.len().min(b.len())),
+        None => None,
+    }
+}
+
+/// This run against the same scenario under the other fixes: the judged
+/// facts side by side and the first event where the two part ways.
+#[component]
+fn TwinCompare(
+    this: ScenarioPredicate,
+    stem: String,
+    twin: ScenarioPredicate,
+    lang: Lang,
+) -> impl IntoView {
+    let fixes = |p: &ScenarioPredicate| lang.fixes(&kvw_evidence::scenario::fixes_text(&p.fixes));
+    let heading = view! { {lang.pick("Against the same scenario with fixes ", "A confronto con lo stesso scenario con correzioni ")}{fixes(&twin)} };
+    let rows: Vec<(&str, AnyView, AnyView)> = vec![
+        (
+            lang.pick("Fixes on", "Correzioni attive"),
+            fixes(&this).into_any(),
+            fixes(&twin).into_any(),
+        ),
+        (
+            lang.pick("Status", "Stato"),
+            status_text(this.status, lang).into_any(),
+            status_text(twin.status, lang).into_any(),
+        ),
+        (
+            lang.pick("Observed", "Osservato"),
+            judged_text(&this.observed, lang),
+            judged_text(&twin.observed, lang),
+        ),
+        (
+            lang.pick("Events", "Eventi"),
+            this.events.len().into_any(),
+            twin.events.len().into_any(),
+        ),
+    ];
+    let line = |events: &[Event], i: usize| {
+        events
+            .get(i)
+            .map(|e| kvw_evidence::render::event_line(e, lang.render()))
+            .unwrap_or_else(|| {
+                lang.pick("(no more events)", "(nessun altro evento)")
+                    .to_string()
+            })
+    };
+    let difference = match first_event_difference(&this.events, &twin.events) {
+        Some(i) => view! {
+            <p class="sc-diverge">
+                <strong>{match lang {
+                    Lang::En => format!("The runs first differ at event {}: ", i + 1),
+                    Lang::It => format!("Le due esecuzioni divergono per la prima volta all'evento {}: ", i + 1),
+                }}</strong>
+                <a href=format!("#step-{}", i + 1)>{line(&this.events, i)}</a>
+                {lang.pick(" here, against ", " qui, contro ")}
+                <a href=format!("{stem}.html#step-{}", i + 1)>{line(&twin.events, i)}</a>
+                {lang.pick(" there.", " là.")}
+            </p>
+        }
+        .into_any(),
+        None => view! { <p class="sc-diverge">{lang.pick("The two runs record the same events.", "Le due esecuzioni registrano gli stessi eventi.")}</p> }.into_any(),
+    };
+    view! {
+        <section class="sc-twin" aria-labelledby="sc-twin-h">
+            <h2 id="sc-twin-h">{heading}</h2>
+            <table class="sc-twin-table">
+                <thead><tr>
+                    <th scope="col">{lang.pick("Fact", "Dato")}</th>
+                    <th scope="col">{lang.pick("This run", "Questa esecuzione")}</th>
+                    <th scope="col"><a href=format!("{stem}.html")>{lang.pick("That run", "Quella esecuzione")}</a></th>
+                </tr></thead>
+                <tbody>
+                    {rows.into_iter().map(|(k, a, b)| view! { <tr><th scope="row">{k}</th><td>{a}</td><td>{b}</td></tr> }).collect_view()}
+                </tbody>
+            </table>
+            {difference}
+        </section>
+    }
+}
+
 /// A JSON value of an event field as plain text.
 fn field_text(value: &serde_json::Value) -> String {
     match value {
@@ -227,8 +315,12 @@ pub fn ScenarioView(
     lang: Lang,
     /// The gates page, when the site has one.
     gates_href: Option<String>,
+    /// The same scenario's receipt under the other set of fixes, if the
+    /// bundle has it: `(stem, predicate)`.
+    twin: Option<(String, ScenarioPredicate)>,
 ) -> impl IntoView {
     let p = predicate;
+    let twin = twin.map(|(twin_stem, twin)| view! { <TwinCompare this=p.clone() stem=twin_stem twin=twin lang=lang/> });
     let info = p.scenario;
     let fixes = lang.fixes(&kvw_evidence::scenario::fixes_text(&p.fixes));
     let upstream = info.upstream.map(|u| {
@@ -293,6 +385,7 @@ pub fn ScenarioView(
             <dl class="sc-facts">
                 {facts.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
             </dl>
+            {twin}
             <h2>{lang.pick("Requests", "Richieste")}</h2>
             {requests}
             <h2>{lang.pick("Events, step by step", "Eventi, passo per passo")}</h2>

@@ -230,3 +230,58 @@ fn a_shrunk_fuzz_case_replays_with_its_pictures_and_the_breaking_step() {
     assert!(html.contains("Broken:"));
     assert!(read(&site, "it", "fuzz-fixes-none-seed-2026.html").contains("Violato:"));
 }
+
+/// The signed scenario predicate stored as `receipts/<stem>.json`.
+fn stored_scenario(site: &Site, stem: &str) -> ScenarioPredicate {
+    let bytes = fs::read(site.out.join("receipts").join(format!("{stem}.json"))).unwrap();
+    let key = Signer::from_seed(&SAMPLE_SEED).public();
+    kvw_evidence::receipt::verify_statement(&bytes, &key)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_scenario_page_compares_its_run_with_the_other_fixes() {
+    let site = site();
+    let name = "context_beyond_pool_is_never_answered_200";
+    let (none, all) = (scenario_stem(name, &[]), scenario_stem(name, &Fix::ALL));
+    let (p_none, p_all) = (stored_scenario(&site, &none), stored_scenario(&site, &all));
+    let first = kvw_explorer::scenario_page::first_event_difference(&p_none.events, &p_all.events)
+        .expect("the guard changes what happens");
+    for (this, that) in [(&none, &all), (&all, &none)] {
+        let html = read(&site, "en", &format!("{this}.html"));
+        let twin = &html[html.find("class=\"sc-twin\">").expect("a comparison")..];
+        let twin = &twin[..twin.find("</section>").unwrap()];
+        assert!(twin.contains(&format!("href=\"{that}.html\"")), "{twin}");
+        assert!(
+            twin.contains(&format!("The runs first differ at event {}", first + 1)),
+            "{twin}"
+        );
+        assert!(twin.contains(&format!("href=\"#step-{}\"", first + 1)));
+        let it = read(&site, "it", &format!("{this}.html"));
+        assert!(it.contains(&format!(
+            "divergono per la prima volta all'evento {}",
+            first + 1
+        )));
+    }
+    // The left-out receipt has no twin to compare with.
+    let lone = read(
+        &site,
+        "en",
+        &format!("{}.html", scenario_stem(LEFT_OUT, &[])),
+    );
+    assert!(!lone.contains("sc-twin"));
+    // Identical runs compare as identical, and a longer run differs where the shorter ends.
+    assert_eq!(
+        kvw_explorer::scenario_page::first_event_difference(&p_none.events, &p_none.events),
+        None
+    );
+    assert_eq!(
+        kvw_explorer::scenario_page::first_event_difference(
+            &p_none.events,
+            &p_none.events[..p_none.events.len() - 1]
+        ),
+        Some(p_none.events.len() - 1)
+    );
+}
