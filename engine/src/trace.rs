@@ -60,12 +60,9 @@ impl Trace {
         else {
             return None;
         };
-        let all: Vec<u64> = landed
-            .iter()
-            .chain(pages)
-            .flat_map(PageRange::pages)
-            .collect();
-        *landed = ranges(&all);
+        for p in pages.iter().flat_map(PageRange::pages) {
+            push_page(landed, p);
+        }
         *until_us = Some(at_us);
         Some(i)
     }
@@ -92,17 +89,23 @@ pub fn req_state(req: &Req, original_prompt_len: usize, door: &str, decision: &s
 /// Compress a page list (in table order) into runs that count up or down.
 pub fn ranges<P: Copy + Into<u64>>(pages: &[P]) -> Vec<PageRange> {
     let mut out: Vec<PageRange> = Vec::new();
-    for p in pages.iter().map(|&p| p.into()) {
-        match out.last_mut() {
-            Some(r) if r.count == 1 && r.first.checked_sub(1) == Some(p) => {
-                *r = PageRange::down(r.first, 2)
-            }
-            Some(r) if !r.down && r.first + r.count == p => r.count += 1,
-            Some(r) if r.down && r.first.checked_sub(r.count) == Some(p) => r.count += 1,
-            _ => out.push(PageRange::up(p, 1)),
-        }
+    for &p in pages {
+        push_page(&mut out, p.into());
     }
     out
+}
+
+/// Append page `p` to runs in table order, extending the last run when `p`
+/// continues it.
+fn push_page(out: &mut Vec<PageRange>, p: u64) {
+    match out.last_mut() {
+        Some(r) if r.count == 1 && r.first.checked_sub(1) == Some(p) => {
+            *r = PageRange::down(r.first, 2)
+        }
+        Some(r) if !r.down && r.first + r.count == p => r.count += 1,
+        Some(r) if r.down && r.first.checked_sub(r.count) == Some(p) => r.count += 1,
+        _ => out.push(PageRange::up(p, 1)),
+    }
 }
 
 #[cfg(test)]

@@ -95,7 +95,8 @@ pub fn step_provenance(step: &Step) -> Provenance {
         .unwrap_or(Provenance::ModelAssumption)
 }
 
-fn worker(w: Worker, lang: Lang) -> &'static str {
+/// A worker as the events name it.
+pub fn worker(w: Worker, lang: Lang) -> &'static str {
     match w {
         Worker::Router => "router",
         Worker::Prefill => "prefill",

@@ -12,7 +12,7 @@
   if (/[?&]receipt=/.test(location.search)) return;
   const data = JSON.parse(document.getElementById("kvw-page").textContent);
   const url = data.root + "receipts/" + data.receipt + ".json";
-  const bytes = fetch(url).then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(new Error("HTTP " + r.status))));
+  const bytes = window.kvwFetchBytes(url);
   window.kvwReceipt = bytes;
   window.kvwEarly = window
     .kvwVerifyReceipt(bytes, data.public_key, data.receipt_sha256)

@@ -5,6 +5,9 @@
 // `sha256` the file's SHA256SUMS entry the page was built with. Resolves to
 // "ok" (digest and DSSE signature over the PAE encoding both check out),
 // "bad", or "unsupported" (this browser's WebCrypto has no Ed25519).
+// The bytes of `url` as served, or a rejection for an HTTP error.
+window.kvwFetchBytes = (url) =>
+  fetch(url).then((r) => (r.ok ? r.arrayBuffer() : Promise.reject(new Error("HTTP " + r.status))));
 window.kvwVerifyReceipt = async (bytes, publicKeyJson, sha256) => {
   const subtle = window.crypto && crypto.subtle;
   const enc = new TextEncoder();

@@ -9,9 +9,7 @@ document.addEventListener("DOMContentLoaded", () => {
   const data = JSON.parse(document.getElementById("kvw-results").textContent);
   for (const r of data.receipts) {
     const banner = document.getElementById("kvw-trust-" + r.stem);
-    const bytes = fetch(data.root + "receipts/" + r.stem + ".json").then((res) =>
-      res.ok ? res.arrayBuffer() : Promise.reject(new Error("HTTP " + res.status)),
-    );
+    const bytes = window.kvwFetchBytes(data.root + "receipts/" + r.stem + ".json");
     window
       .kvwVerifyReceipt(bytes, data.public_key, r.sha256)
       .catch(() => "bad")

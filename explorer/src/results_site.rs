@@ -201,14 +201,20 @@ fn short(hex: &str) -> String {
     hex.get(..16).unwrap_or(hex).to_string()
 }
 
-/// The `#kvw-results` data and the inline check, for `<head>`.
-fn check_head(shows: &Shows<'_>) -> String {
-    let receipts: Vec<serde_json::Value> = shows
+/// `(stem, SHA-256 of the file as stored)` of each receipt a page reports.
+fn digests<'a>(shows: &Shows<'a>) -> Vec<(&'a str, String)> {
+    shows
         .receipts
         .iter()
-        .map(|(stem, envelope)| {
-            serde_json::json!({ "stem": stem, "sha256": kvw_evidence::canonical::sha256_hex(envelope) })
-        })
+        .map(|(stem, envelope)| (*stem, kvw_evidence::canonical::sha256_hex(envelope)))
+        .collect()
+}
+
+/// The `#kvw-results` data and the inline check, for `<head>`.
+fn check_head(shows: &Shows<'_>, digests: &[(&str, String)]) -> String {
+    let receipts: Vec<serde_json::Value> = digests
+        .iter()
+        .map(|(stem, sha256)| serde_json::json!({ "stem": stem, "sha256": sha256 }))
         .collect();
     let data = serde_json::json!({
         "root": "../",
@@ -229,16 +235,14 @@ const RESULTS_CHECK: &str = include_str!("results_check.js");
 /// One banner per receipt: what the site builder checked, turned by the
 /// browser's check into the badge or the warning (the style sheet picks the
 /// words from `data-kvw-verdict`).
-fn banners(lang: Lang, shows: &Shows<'_>) -> String {
+fn banners(lang: Lang, shows: &Shows<'_>, digests: &[(&str, String)]) -> String {
     let keyid = kvw_evidence::keys::PublicKey::from_json(shows.public_key_json.as_bytes())
         .map(|k| k.keyid())
         .unwrap_or_default();
     let index = format!("../{}", crate::site::receipts_index_path(lang));
-    shows
-        .receipts
+    digests
         .iter()
-        .map(|(stem, envelope)| {
-            let sha256 = kvw_evidence::canonical::sha256_hex(envelope);
+        .map(|(stem, sha256)| {
             let (id, href, file) = (
                 format!("kvw-trust-{stem}"),
                 format!("../receipts/{stem}.json"),
@@ -252,7 +256,7 @@ fn banners(lang: Lang, shows: &Shows<'_>) -> String {
                             <span class="when-built">{lang.pick("Checked when this site was built: ", "Controllata alla costruzione del sito: ")}</span>
                             <span class="when-ok"><span aria-hidden="true">"✔ "</span><strong>{lang.pick("Verified in this browser: ", "Verificata in questo browser: ")}</strong></span>
                             <span class="when-bad"><span aria-hidden="true">"⚠ "</span><strong>{lang.pick("Not verified: ", "Non verificata: ")}</strong></span>
-                            <a href=href><code>{file}</code></a>" · sha256 "<code class="digest" title=sha256.clone()>{short(&sha256)}</code>
+                            <a href=href><code>{file}</code></a>" · sha256 "<code class="digest" title=sha256.clone()>{short(sha256)}</code>
                             {lang.pick(" · key ", " · chiave ")}<code class="keyid" title=keyid.clone()>{short(&keyid)}</code>
                         </p>
                         <p class="when-bad">
@@ -275,6 +279,7 @@ fn banners(lang: Lang, shows: &Shows<'_>) -> String {
 /// content for keyboard readers, and the browser's check of the receipts
 /// the page reports ([`Shows`]).
 pub fn page(lang: Lang, title: &str, file: &str, body: &str, shows: &Shows<'_>) -> String {
+    let digests = digests(shows);
     let title = title.to_string();
     let head =
         Owner::new().with(|| view! { <title>{format!("{title} — kvwitness")}</title> }.to_html());
@@ -292,8 +297,8 @@ pub fn page(lang: Lang, title: &str, file: &str, body: &str, shows: &Shows<'_>) 
     format!(
         "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n{head}\n<link rel=\"icon\" href=\"data:,\">\n{check}\n<link rel=\"stylesheet\" href=\"../style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"../index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{banners}<div class=\"kvw-result-body\">{body}</div></main></body>\n</html>\n",
         code = lang.code(),
-        check = check_head(shows),
-        banners = banners(lang, shows),
+        check = check_head(shows, &digests),
+        banners = banners(lang, shows, &digests),
         langword = lang.pick("Language", "Lingua"),
         skip = lang.pick("Skip to content", "Vai al contenuto"),
     )

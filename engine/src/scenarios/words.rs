@@ -26,12 +26,7 @@ pub(crate) fn door(d: DoorName) -> &'static str {
 
 /// A worker as the events name it.
 pub(crate) fn worker(w: Worker) -> &'static str {
-    match w {
-        Worker::Router => "router",
-        Worker::Prefill => "prefill",
-        Worker::Decode => "decode",
-        Worker::Client => "client",
-    }
+    kvw_evidence::render::worker(w, kvw_evidence::render::Lang::En)
 }
 
 /// A per-request resource by its upstream field.
