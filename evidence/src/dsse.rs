@@ -13,7 +13,9 @@
 //! accepts the URL-safe alphabet and missing padding, as the DSSE
 //! specification asks of decoders. Unknown fields are refused.
 
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use base64::alphabet;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
+use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
@@ -61,11 +63,18 @@ pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
 
 /// Decode base64 in any of the alphabets DSSE readers must accept.
 pub(crate) fn decode_base64(text: &str, what: &'static str) -> Result<Vec<u8>, EvidenceError> {
-    [&STANDARD, &URL_SAFE, &STANDARD_NO_PAD, &URL_SAFE_NO_PAD]
+    [&STANDARD_ANY_PAD, &URL_SAFE_ANY_PAD]
         .into_iter()
         .find_map(|engine| engine.decode(text).ok())
         .ok_or(EvidenceError::Base64 { what })
 }
+
+/// Padding optional and, where present, canonical: what `STANDARD` and
+/// `STANDARD_NO_PAD` accept between them, in one engine.
+const ANY_PAD: GeneralPurposeConfig =
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+const STANDARD_ANY_PAD: GeneralPurpose = GeneralPurpose::new(&alphabet::STANDARD, ANY_PAD);
+const URL_SAFE_ANY_PAD: GeneralPurpose = GeneralPurpose::new(&alphabet::URL_SAFE, ANY_PAD);
 
 impl Envelope {
     /// Sign `payload` of type `payload_type` with one key.
@@ -151,5 +160,11 @@ mod tests {
         assert_eq!(decode_base64("+/8=", "x").unwrap(), vec![0xfb, 0xff]);
         assert_eq!(decode_base64("-_8", "x").unwrap(), vec![0xfb, 0xff]);
         assert!(decode_base64("*", "x").is_err());
+        // Padding is optional in both alphabets, but never wrong or mixed.
+        assert_eq!(decode_base64("+/8", "x").unwrap(), vec![0xfb, 0xff]);
+        assert_eq!(decode_base64("-_8=", "x").unwrap(), vec![0xfb, 0xff]);
+        assert!(decode_base64("+/8==", "x").is_err());
+        assert!(decode_base64("+_8=", "x").is_err());
+        assert!(decode_base64("+/9=", "x").is_err());
     }
 }

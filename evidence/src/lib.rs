@@ -26,6 +26,7 @@ pub mod sample;
 pub mod scenario;
 pub mod schema;
 pub mod statement;
+pub mod tagged;
 pub mod vocab;
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -69,7 +69,7 @@ pub struct BackendInfo {
     pub device: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Cpu,
@@ -77,7 +77,7 @@ pub enum BackendKind {
 }
 
 /// Size preset of a probe run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Scale {
     /// A handful of pages, small enough to draw page by page.
@@ -87,7 +87,7 @@ pub enum Scale {
 }
 
 /// Which end of the free list a pool reuses first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FreeListPolicy {
     /// Freed pages go to the back; the oldest free page is reused first.
@@ -101,7 +101,7 @@ pub enum FreeListPolicy {
 /// the marks before attention. Upstream's `--kv-canary` works differently
 /// (canary slots written and verified around each forward) and is not
 /// modelled here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PoisonMode {
     Off,
@@ -113,7 +113,7 @@ pub enum PoisonMode {
 
 /// Which pages decode's KV checksum covers (model assumption: the record
 /// does not say whether decode digests what it reserved or what arrived).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ChecksumScope {
     /// Decode digests every page it reserved for the request.
@@ -124,7 +124,7 @@ pub enum ChecksumScope {
 
 /// What the unused tail of a request's last prefill page carries into the
 /// transfer (a transfer moves whole pages).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PageTail {
     /// Whatever the prefill page held before (pages are not cleared).
@@ -135,9 +135,7 @@ pub enum PageTail {
 
 /// A boolean defense switch of the fix matrix. The kebab-case name is the
 /// switch name on the command line and in receipts.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fix {
     /// SGLang PR #36988: retire aborted prefill results.
@@ -218,7 +216,7 @@ impl ProbeConfig {
 }
 
 /// Where the behaviour of a step comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Provenance {
     /// Stated in the vendor's incident report.
@@ -260,6 +258,8 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fact {
+    #[serde(with = "crate::tagged")]
+    #[schemars(with = "Claim")]
     pub claim: Claim,
     pub provenance: Provenance,
     /// What backs the provenance: a PR, test, issue, source file or the
@@ -268,8 +268,12 @@ pub struct Fact {
 }
 
 /// The claims a step can make. Numbers are the run's own.
+//
+// On the wire a claim is one flat object whose `kind` names the variant;
+// [`crate::tagged`] says why the derive is externally tagged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(tag = "kind")]
 pub enum Claim {
     /// The router sent the prompt to prefill and decode with a bootstrap room.
     Dispatched { prompt_len: u64, room: u64 },
@@ -353,7 +357,7 @@ pub enum Claim {
 }
 
 /// A PD worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Worker {
     Router,
@@ -363,7 +367,7 @@ pub enum Worker {
 }
 
 /// The doors of the PD lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DoorName {
     /// Prefill bootstrap queue entry (`PrefillBootstrapQueue.add`).
@@ -379,7 +383,7 @@ pub enum DoorName {
 }
 
 /// What a door decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DoorDecision {
     Admitted,
@@ -392,7 +396,7 @@ pub enum DoorDecision {
 }
 
 /// Why decode aborted a handoff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AbortCause {
     /// The waiting timeout passed without a complete handoff.
@@ -406,7 +410,7 @@ pub enum AbortCause {
 }
 
 /// Why a request stopped before a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopCause {
     RetiredAtPrefillDoor,
@@ -418,7 +422,7 @@ pub enum StopCause {
 }
 
 /// What the run amounts to for the probed request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// Another tenant's data reached the response.
@@ -468,7 +472,7 @@ pub struct PageView {
     pub read: Vec<PageRange>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PoolSide {
     Prefill,
@@ -559,7 +563,7 @@ pub struct PageRun {
     pub writer: Option<Writer>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WriterClass {
     /// Written by the probed request in its current generation.
@@ -598,7 +602,7 @@ pub struct SourceRef {
     pub label: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceOrigin {
     /// SGLang at [`UPSTREAM_COMMIT`].
@@ -608,20 +612,53 @@ pub enum SourceOrigin {
 }
 
 /// One thing that happened to one request, at a virtual time. Events are
-/// facts the simulator's mechanics report; they carry no prose.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// facts the simulator's mechanics report; they carry no prose. On the
+/// wire an event is one flat object: `at_us`, `rid`, the `kind` naming the
+/// variant and the variant's fields.
+#[derive(Debug, Clone, PartialEq, Eq, JsonSchema)]
 pub struct Event {
     /// Virtual time in microseconds since the run started.
     pub at_us: u64,
     /// Request id the event concerns.
     pub rid: String,
-    #[serde(flatten)]
+    #[schemars(flatten)]
     pub kind: EventKind,
 }
 
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let mut fields = crate::tagged::flatten(&self.kind).map_err(S::Error::custom)?;
+        crate::tagged::put(&mut fields, "at_us", self.at_us.into()).map_err(S::Error::custom)?;
+        crate::tagged::put(&mut fields, "rid", self.rid.as_str().into())
+            .map_err(S::Error::custom)?;
+        fields.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use crate::tagged::{take, unflatten};
+        use serde::de::Error;
+        let mut fields = serde_json::Map::deserialize(deserializer)?;
+        let read = |fields: &mut serde_json::Map<_, _>| -> Result<Event, serde_json::Error> {
+            Ok(Event {
+                at_us: take(fields, "at_us")?,
+                rid: take(fields, "rid")?,
+                kind: unflatten(std::mem::take(fields))?,
+            })
+        };
+        read(&mut fields).map_err(D::Error::custom)
+    }
+}
+
 /// What happened. `worker` names the component that acted.
+//
+// Written flat into its [`Event`]; [`crate::tagged`] says why the derive is
+// externally tagged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(tag = "kind")]
 pub enum EventKind {
     /// The router sent the request to prefill and decode.
     Dispatch { prompt_len: u64, room: u64 },
@@ -722,7 +759,7 @@ pub enum EventKind {
 }
 
 /// A per-request resource a worker holds besides KV pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceKind {
     /// `metadata_buffer_index` from `req_to_metadata_buffer_idx_allocator`.
@@ -740,7 +777,7 @@ pub enum ResourceKind {
 }
 
 /// What happened to a resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceAction {
     Allocate,
@@ -754,7 +791,7 @@ pub enum ResourceAction {
 }
 
 /// What a receiver poll said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PollResult {
     Transferring,
@@ -787,7 +824,7 @@ pub struct Assumption {
 }
 
 /// The model assumptions a run can rely on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AssumptionId {
     /// The decode pool's size (and so whether decode's own input cap rejects).

@@ -9,6 +9,8 @@
 //! The site's catalog (one file, `catalog.json`) is fetched the same way and
 //! checked against its digest.
 
+use std::sync::Arc;
+
 use kvw_evidence::{ProbePredicate, Scale};
 use serde::{Deserialize, Serialize};
 
@@ -103,7 +105,9 @@ pub enum Shown {
         keyid: String,
         /// SHA-256 (hex) of the exact bytes verified.
         sha256: String,
-        predicate: Box<ProbePredicate>,
+        /// Shared, not copied: the replay, the compare view and the signals
+        /// that hold it all read the one parsed predicate.
+        predicate: Arc<ProbePredicate>,
     },
     /// The envelope did not verify: shown as a warning, never replayed.
     Rejected { stem: String, reason: String },
@@ -122,7 +126,7 @@ impl Shown {
     }
 
     /// The authentic predicate, if verified.
-    pub fn predicate(&self) -> Option<&ProbePredicate> {
+    pub fn predicate(&self) -> Option<&Arc<ProbePredicate>> {
         match self {
             Shown::Verified { predicate, .. } => Some(predicate),
             _ => None,

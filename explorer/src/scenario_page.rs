@@ -203,7 +203,7 @@ fn field_text(value: &serde_json::Value) -> String {
 /// An event's kind (its `kind` tag, e.g. `kv_send`) and its recorded
 /// fields as `name = value` pairs, in the receipt's own terms.
 pub fn event_fields(event: &Event) -> (String, Vec<(String, String)>) {
-    let Ok(serde_json::Value::Object(map)) = serde_json::to_value(&event.kind) else {
+    let Ok(map) = kvw_evidence::tagged::flatten(&event.kind) else {
         return (String::new(), Vec::new());
     };
     let kind = map.get("kind").map(field_text).unwrap_or_default();

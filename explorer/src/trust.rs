@@ -7,6 +7,8 @@
 //! its answer into what the page shows ([`Shown`]). The same function runs at
 //! site build time (natively) and in the browser (compiled to wasm32).
 
+use std::sync::Arc;
+
 use kvw_evidence::canonical::sha256_hex;
 use kvw_evidence::keys::PublicKey;
 use kvw_evidence::receipt::{check_receipt_name, verify_receipt};
@@ -46,7 +48,7 @@ pub fn check_bytes(stem: &str, envelope: &[u8], public_key_json: &str) -> Shown 
             stem: stem.to_string(),
             keyid: verified.keyid,
             sha256: sha256_hex(envelope),
-            predicate: Box::new(verified.predicate),
+            predicate: Arc::new(verified.predicate),
         },
         Err(e) => rejected(e.to_string()),
     }

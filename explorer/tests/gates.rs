@@ -172,7 +172,7 @@ fn a_scenario_page_replays_every_event_on_the_page_grid() {
             .unwrap_or_else(|| panic!("step {n} has no anchor"));
         let step = &html[start..];
         let step = &step[..step.find("</li><li id=\"step-").unwrap_or(step.len())];
-        let kind = serde_json::to_value(&event.kind).unwrap()["kind"]
+        let kind = kvw_evidence::tagged::flatten(&event.kind).unwrap()["kind"]
             .as_str()
             .unwrap()
             .to_string();

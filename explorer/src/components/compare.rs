@@ -7,6 +7,8 @@
 //! across scales and scenarios. A side that fails verification shows the
 //! warning instead of the table.
 
+use std::sync::Arc;
+
 use kvw_evidence::{ProbePredicate, Step, WriterClass};
 use leptos::either::{Either, EitherOf3};
 use leptos::prelude::*;
@@ -136,7 +138,7 @@ pub struct Side {
     /// The run in words (fixes and scale).
     pub label: String,
     pub href: String,
-    pub predicate: ProbePredicate,
+    pub predicate: Arc<ProbePredicate>,
 }
 
 #[component]

@@ -5,6 +5,8 @@
 //! (the root element carries `kvw-ready`), the style sheet shows one step at
 //! a time and the Prev/Next buttons, hidden until then, take over.
 
+use std::sync::Arc;
+
 use kvw_evidence::ProbePredicate;
 use leptos::either::EitherOf3;
 use leptos::prelude::*;
@@ -62,7 +64,7 @@ fn Stepper(lang: Lang) -> impl IntoView {
 }
 
 #[component]
-fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
+fn ReplayBody(predicate: Arc<ProbePredicate>, lang: Lang) -> impl IntoView {
     let ctx = ReplayCtx::get();
     let (narratives, engine_base) = ctx
         .data
@@ -75,7 +77,8 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
     let steps = predicate
         .steps
         .iter()
-        .map(|step| {
+        .enumerate()
+        .map(|(index, step)| {
             let cx = StepContext {
                 lang,
                 narrative: narratives
@@ -96,7 +99,7 @@ fn ReplayBody(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
                     .filter_map(|&i| predicate.events.get(i as usize).cloned())
                     .collect(),
             };
-            view! { <StepView step=step.clone() cx=cx/> }
+            view! { <StepView run=predicate.clone() index=index cx=cx/> }
         })
         .collect_view();
     // The step comes first so that it is on screen without scrolling; the
@@ -141,7 +144,7 @@ pub fn Replay() -> impl IntoView {
     view! {
         <div class="replay" id="replay">
             <For each=move || [ctx.shown.get()] key=Shown::identity children=move |shown| match shown {
-                Shown::Verified { predicate, .. } => EitherOf3::A(view! { <ReplayBody predicate=*predicate lang=lang/> }),
+                Shown::Verified { predicate, .. } => EitherOf3::A(view! { <ReplayBody predicate=predicate lang=lang/> }),
                 Shown::Rejected { stem, reason } => EitherOf3::B(view! { <NotReplayed stem=stem reason=reason lang=lang/> }),
                 Shown::Loading { stem } => EitherOf3::C(view! {
                     <p class="loading" aria-busy="true">{lang.pick("Loading and verifying ", "Caricamento e verifica di ")}<code>{stem}</code>"…"</p>

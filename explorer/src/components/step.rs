@@ -3,7 +3,9 @@
 //! as a one-step-at-a-time stepper with them.
 
 use kvw_evidence::render;
-use kvw_evidence::{Event, Step, Verdict};
+use std::sync::Arc;
+
+use kvw_evidence::{Event, ProbePredicate, Verdict};
 use leptos::prelude::*;
 
 use super::pool::PoolView;
@@ -46,24 +48,18 @@ fn Events(events: Vec<Event>, lang: Lang) -> impl IntoView {
     })
 }
 
+/// Step `index` of `run` (shared with the rest of the replay, not copied).
 #[component]
-pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
+pub fn StepView(run: Arc<ProbePredicate>, index: usize, cx: StepContext) -> impl IntoView {
     let ctx = ReplayCtx::get();
+    let step = run.steps.get(index)?;
     let n = step.step;
     let lang = cx.lang;
     let title_id = format!("step-{n}-title");
     let labelled_by = title_id.clone();
     let name = lang.step_name(n);
-    let sentences = render::step_sentences(&step, lang.render());
-    let provenance = render::step_provenance(&step);
-    let narrative = (!cx.narrative.is_empty()).then(|| {
-        view! {
-            <div class="narrative">
-                <p class="label">{lang.pick("In the disclosed incident", "Nell'incidente reso pubblico")}</p>
-                <div inner_html=cx.narrative.clone()></div>
-            </div>
-        }
-    });
+    let sentences = render::step_sentences(step, lang.render());
+    let provenance = render::step_provenance(step);
     let state = step
         .state
         .clone()
@@ -72,11 +68,25 @@ pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
         .pages
         .clone()
         .map(|p| view! { <PoolView view=p lang=lang/> });
-    let response = cx
-        .verdict
-        .clone()
-        .map(|v| view! { <ResponseView verdict=v tenant=cx.tenant.clone() lang=lang/> });
-    view! {
+    let StepContext {
+        narrative,
+        engine_base,
+        engine_commit,
+        verdict,
+        tenant,
+        events,
+        ..
+    } = cx;
+    let narrative = (!narrative.is_empty()).then(|| {
+        view! {
+            <div class="narrative">
+                <p class="label">{lang.pick("In the disclosed incident", "Nell'incidente reso pubblico")}</p>
+                <div inner_html=narrative></div>
+            </div>
+        }
+    });
+    let response = verdict.map(|v| view! { <ResponseView verdict=v tenant=tenant lang=lang/> });
+    Some(view! {
         <section id=format!("step-{n}") class="step" class:current=move || ctx.current.get() == n aria-labelledby=labelled_by data-step=n.to_string()>
             <h2 id=title_id class="step-title">
                 <span class="step-no">{format!("{} {n}/7", lang.pick("Step", "Passo"))}</span>" "
@@ -107,8 +117,8 @@ pub fn StepView(step: Step, cx: StepContext) -> impl IntoView {
             {pages}
             {response}
             {narrative}
-            <SourceLinks sources=step.sources.clone() engine_base=cx.engine_base.clone() engine_commit=cx.engine_commit.clone() lang=lang/>
-            <Events events=cx.events.clone() lang=lang/>
+            <SourceLinks sources=step.sources.clone() engine_base=engine_base engine_commit=engine_commit lang=lang/>
+            <Events events=events lang=lang/>
         </section>
-    }
+    })
 }

@@ -1,5 +1,7 @@
 //! What the run amounts to, and the configuration that produced it.
 
+use std::sync::Arc;
+
 use kvw_evidence::{FreeListPolicy, ProbePredicate, Scale};
 use leptos::prelude::*;
 
@@ -15,7 +17,7 @@ fn free_list_name(policy: FreeListPolicy) -> &'static str {
 }
 
 #[component]
-fn ConfigList(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
+fn ConfigList(predicate: Arc<ProbePredicate>, lang: Lang) -> impl IntoView {
     let c = &predicate.config;
     let scale = match c.scale {
         Scale::Walkthrough => lang.pick("walkthrough", "dimostrativa"),
@@ -79,7 +81,7 @@ fn ConfigList(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
 }
 
 #[component]
-pub fn VerdictPanel(predicate: ProbePredicate, lang: Lang) -> impl IntoView {
+pub fn VerdictPanel(predicate: Arc<ProbePredicate>, lang: Lang) -> impl IntoView {
     let v = &predicate.verdict;
     let (css, word) = if v.leak {
         ("verdict leak", lang.pick("LEAK", "FUGA"))
