@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use clap::Args;
 use kvw_engine::scenarios::{receipts, Status};
+use kvw_evidence::render::Lang;
+use kvw_evidence::scenario_render as words;
 
 use crate::check::FixArg;
 
@@ -24,6 +26,9 @@ pub struct GatesArgs {
     /// Signing key file (default: the local key, created on first use).
     #[arg(long)]
     pub key: Option<PathBuf>,
+    /// Language of the table's expected, observed and why: `en` or `it`.
+    #[arg(long, default_value = "en", value_parser = crate::probe::parse_lang)]
+    pub lang: Lang,
 }
 
 /// `none`, `all`, or the switch names joined with `_` (for file names).
@@ -55,9 +60,9 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
             j.scenario.gate.name(),
             j.scenario.name,
             j.status.name(),
-            clean(&j.expected),
-            clean(&j.observed),
-            clean(&j.why)
+            clean(&words::expected(&j.expected, args.lang).to_string()),
+            clean(&words::observed(&j.observed, args.lang).to_string()),
+            clean(&words::why(&j.why, args.lang).to_string())
         )?;
     }
     outln!("pool / context (as each worker states them at start):")?;
