@@ -136,7 +136,7 @@ fn run_one(args: RunArgs) -> anyhow::Result<()> {
         )?;
         outln!(
             "  {}: {}",
-            judged.status.name(),
+            words::status(predicate.status, lang),
             clean(&words::why(&judged.why, lang).to_string())
         )?;
     }

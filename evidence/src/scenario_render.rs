@@ -20,6 +20,7 @@ use crate::judged::{
 };
 use crate::predicate::{DoorDecision, DoorName, Fix, ResourceKind, Worker};
 use crate::render::{door_name, Lang};
+use crate::scenario::ScenarioStatus;
 
 /// A piece of a sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -325,6 +326,15 @@ pub fn guard_rule(r: GuardRule, lang: Lang) -> Said {
     }
 }
 
+/// A scenario's result in the reader's language.
+pub fn status(s: ScenarioStatus, lang: Lang) -> &'static str {
+    match s {
+        ScenarioStatus::Pass => lang.pick("pass", "superato"),
+        ScenarioStatus::Fail => lang.pick("fail", "fallito"),
+        ScenarioStatus::NotExercised => lang.pick("not exercised", "non esercitato"),
+    }
+}
+
 /// What the record and the guard predict.
 pub fn expected(e: &Expected, lang: Lang) -> Said {
     match e {
@@ -357,6 +367,11 @@ pub fn observed(o: &Observed, lang: Lang) -> Said {
 /// Why the row reads as it does.
 pub fn why(w: &Why, lang: Lang) -> Said {
     match w {
+        Why::GuardedBy { guard } if guard.is_empty() => words(
+            lang,
+            "no fix needed: the configuration covers it",
+            "nessuna correzione necessaria: basta la configurazione",
+        ),
         Why::GuardedBy { guard } => say!(
             lang,
             "guarded by {g}",
@@ -398,7 +413,7 @@ fn after_reentry(a: &AfterReentry, lang: Lang) -> Said {
         AfterReentry::ResumedRetracted { status } => say!(
             lang,
             "resumed from the retracted queue and answered its pending {h}",
-            "ripresa dalla coda delle richieste ritratte, con risposta {h} come il suo abort in sospeso",
+            "ripresa dalla coda delle richieste ritratte e chiusa con l'{h} del suo abort in sospeso",
             h = http(*status)
         ),
         AfterReentry::Bootstrapped {
@@ -424,7 +439,7 @@ fn freed_once(freed: &[ResourceKind], lang: Lang) -> Said {
     say!(
         lang,
         "freed once each: {n}",
-        "una sola liberazione ciascuno per {n}",
+        "ciascuno liberato una sola volta: {n}",
         n = join(names, ", ")
     )
 }
@@ -437,7 +452,7 @@ pub fn outcome(o: &Outcome, lang: Lang) -> Said {
         } => say!(
             lang,
             "retired at {d}; no sender, bootstrap or forward",
-            "ritirata in {d}; nessun sender, bootstrap o forward",
+            "ritirata da {d}; nessun sender, bootstrap o forward",
             d = door(DoorName::PrefillBootstrapQueue)
         ),
         Outcome::RetiredAtDoor {
@@ -445,16 +460,16 @@ pub fn outcome(o: &Outcome, lang: Lang) -> Said {
         } => say!(
             lang,
             "retired at {d}; no receiver or page reservation",
-            "ritirata in {d}; nessun receiver né prenotazione di pagine",
+            "ritirata da {d}; nessun receiver né prenotazione di pagine",
             d = door(DoorName::DecodePreallocQueue)
         ),
         Outcome::RetiredAtDoor { door: d } => {
-            say!(lang, "retired at {d}", "ritirata in {d}", d = door(*d))
+            say!(lang, "retired at {d}", "ritirata da {d}", d = door(*d))
         }
         Outcome::AdmittedWithPendingAbort { door: d, then } => say!(
             lang,
             "admitted at {d} with its abort still pending; {then}",
-            "ammessa in {d} con il suo abort ancora in sospeso; {then}",
+            "ammessa da {d} con il suo abort ancora in sospeso; {then}",
             d = door(*d),
             then = after_reentry(then, lang)
         ),
@@ -464,7 +479,7 @@ pub fn outcome(o: &Outcome, lang: Lang) -> Said {
         } => say!(
             lang,
             "admitted at {d} and answered {h} with its own text",
-            "ammessa in {d} e servita con {h} e il proprio testo",
+            "ammessa da {d} e servita con {h} e il proprio testo",
             d = door(*d),
             h = http(*status)
         ),
@@ -515,7 +530,7 @@ pub fn outcome(o: &Outcome, lang: Lang) -> Said {
             let mut parts = vec![say!(
                 lang,
                 "retired at {d}",
-                "ritirata in {d}",
+                "ritirata da {d}",
                 d = door(DoorName::PrefillResult)
             )];
             if *sender_abort_failed {
@@ -858,13 +873,22 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
             e = code(expected)
         ),
         Breach::ReleasedBeforeLanding {
-            release,
+            release: Some(r),
             last_landing,
         } => say!(
             lang,
             "prefill released at {r}, not after its last chunk write landed ({l})",
             "prefill ha rilasciato all'{r}, non dopo l'arrivo della sua ultima scrittura di chunk ({l})",
-            r = event(*release, lang),
+            r = event(Some(*r), lang),
+            l = event(*last_landing, lang)
+        ),
+        Breach::ReleasedBeforeLanding {
+            release: None,
+            last_landing,
+        } => say!(
+            lang,
+            "prefill never released its pages (last chunk write landed: {l})",
+            "prefill non ha mai rilasciato le sue pagine (ultima scrittura di chunk arrivata: {l})",
             l = event(*last_landing, lang)
         ),
         Breach::StaleWrites { writes } => say!(
@@ -966,7 +990,7 @@ mod tests {
             both(|l| observed(&Observed::Held { outcome: held.clone() }, l)),
             (
                 "admitted at DecodePreallocQueue.add with its abort still pending; resumed from the retracted queue and answered its pending HTTP 503".into(),
-                "ammessa in DecodePreallocQueue.add con il suo abort ancora in sospeso; ripresa dalla coda delle richieste ritratte, con risposta HTTP 503 come il suo abort in sospeso".into()
+                "ammessa da DecodePreallocQueue.add con il suo abort ancora in sospeso; ripresa dalla coda delle richieste ritratte e chiusa con l'HTTP 503 del suo abort in sospeso".into()
             )
         );
         let broke = Why::Broke {
@@ -997,7 +1021,7 @@ mod tests {
             both(|l| outcome(&retired, l)),
             (
                 "retired at process_batch_result_disagg_prefill; sender.abort() raised and the cleanup ran anyway; freed once each: KV pages, metadata_buffer_index; nothing sent; one prefill answer: HTTP 400 BadRequestError".into(),
-                "ritirata in process_batch_result_disagg_prefill; sender.abort() ha sollevato un errore e la pulizia è avvenuta comunque; una sola liberazione ciascuno per pagine KV, metadata_buffer_index; nulla inviato; una sola risposta di prefill: HTTP 400 BadRequestError".into()
+                "ritirata da process_batch_result_disagg_prefill; sender.abort() ha sollevato un errore e la pulizia è avvenuta comunque; ciascuno liberato una sola volta: pagine KV, metadata_buffer_index; nulla inviato; una sola risposta di prefill: HTTP 400 BadRequestError".into()
             )
         );
         assert_eq!(
@@ -1210,6 +1234,10 @@ mod tests {
             Breach::ReleasedBeforeLanding {
                 release: Some(3),
                 last_landing: None,
+            },
+            Breach::ReleasedBeforeLanding {
+                release: None,
+                last_landing: Some(7),
             },
             Breach::StaleWrites {
                 writes: vec![StaleWrite {

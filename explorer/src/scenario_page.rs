@@ -28,11 +28,7 @@ use crate::i18n::Lang;
 
 /// A status in the reader's language.
 pub fn status_text(s: ScenarioStatus, lang: Lang) -> &'static str {
-    match s {
-        ScenarioStatus::Pass => lang.pick("pass", "superato"),
-        ScenarioStatus::Fail => lang.pick("fail", "fallito"),
-        ScenarioStatus::NotExercised => lang.pick("not exercised", "non esercitato"),
-    }
+    words::status(s, lang.render())
 }
 
 /// The status as a stable attribute value (`pass`, `fail`, `not-exercised`).

@@ -150,7 +150,7 @@ fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
     // Italian; the participle agrees with the count; nothing is left quoted
     // as English.
     assert!(
-        it.contains("<td>fallisce senza <code>deferred-release</code></td>"),
+        it.contains("<td>fallisce senza <code>deferred-release</code>"),
         "Italian expected form"
     );
     assert!(it.contains(" falliti, "), "plural agreement");
