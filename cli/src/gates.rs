@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use clap::Args;
 use kvw_engine::scenarios::{receipts, Status};
+use kvw_evidence::render::Lang;
+use kvw_evidence::scenario_render as words;
 
 use crate::check::FixArg;
 
@@ -24,6 +26,9 @@ pub struct GatesArgs {
     /// Signing key file (default: the local key, created on first use).
     #[arg(long)]
     pub key: Option<PathBuf>,
+    /// Language of the table's expected, observed and why: `en` or `it`.
+    #[arg(long, default_value = "en", value_parser = crate::probe::parse_lang)]
+    pub lang: Lang,
 }
 
 /// `none`, `all`, or the switch names joined with `_` (for file names).
@@ -41,48 +46,73 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
     let judged = receipts::judge_all(fixes);
     let gates = receipts::gates_predicate(fixes, &judged);
     outln!("kvw gates — fixes {}", fixes_text(fixes))?;
+    let lang = args.lang;
     outln!(
-        "{:<18} {:<84} {:<14} {:<44} {:<46} why",
+        "{:<18} {:<84} {:<14} {:<44} {:<46} {}",
         "gate",
         "scenario",
-        "result",
-        "expected",
-        "observed"
+        lang.pick("result", "esito"),
+        lang.pick("expected", "atteso"),
+        lang.pick("observed", "osservato"),
+        lang.pick("why", "perché")
     )?;
-    for j in &judged {
+    for (j, row) in judged.iter().zip(&gates.rows) {
         outln!(
             "{:<18} {:<84} {:<14} {:<44} {:<46} {}",
             j.scenario.gate.name(),
             j.scenario.name,
-            j.status.name(),
-            clean(&j.expected),
-            clean(&j.observed),
-            clean(&j.why)
+            words::status(row.status, lang),
+            clean(&words::expected(&j.expected, lang).to_string()),
+            clean(&words::observed(&j.observed, lang).to_string()),
+            clean(&words::why(&j.why, lang).to_string())
         )?;
     }
-    outln!("pool / context (as each worker states them at start):")?;
+    outln!(
+        "{}",
+        lang.pick(
+            "pool / context (as each worker states them at start):",
+            "pool / contesto (come ogni worker li dichiara all'avvio):"
+        )
+    )?;
     for c in &gates.capacity {
         outln!(
-            "  {:<12} {:<8} context {:>9}  pool {:>9}  max input {:>9}  {}",
+            "  {:<12} {:<8} {} {:>9}  pool {:>9}  {} {:>9}  {}",
             c.config,
             c.worker,
+            lang.pick("context", "contesto"),
             c.context_len,
             c.pool_tokens,
+            lang.pick("max input", "input massimo"),
             c.max_req_input_len,
             if c.reject_path_reachable {
-                "context > pool: the reject path is reachable (see the pool-context rows)"
+                lang.pick(
+                    "context > pool: the reject path is reachable (see the pool-context rows)",
+                    "contesto > pool: il percorso di rifiuto è raggiungibile (vedi le righe pool-context)",
+                )
             } else {
-                "pool covers the context"
+                lang.pick("pool covers the context", "il pool copre il contesto")
             }
         )?;
     }
     let count = |s: Status| judged.iter().filter(|j| j.status == s).count();
     outln!(
-        "{} pass, {} fail, {} not exercised of {}",
-        count(Status::Pass),
-        count(Status::Fail),
-        count(Status::NotExercised),
-        judged.len()
+        "{}",
+        match lang {
+            Lang::En => format!(
+                "{} pass, {} fail, {} not exercised of {}",
+                count(Status::Pass),
+                count(Status::Fail),
+                count(Status::NotExercised),
+                judged.len()
+            ),
+            Lang::It => format!(
+                "{} superati, {} falliti, {} non esercitati su {}",
+                count(Status::Pass),
+                count(Status::Fail),
+                count(Status::NotExercised),
+                judged.len()
+            ),
+        }
     )?;
     if let Some(dir) = &args.out {
         write_all(dir, args.key.as_deref(), fixes, &judged, &gates)?;

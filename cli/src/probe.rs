@@ -157,7 +157,7 @@ pub fn write_envelope(
     Ok(())
 }
 
-fn parse_lang(s: &str) -> Result<Lang, String> {
+pub fn parse_lang(s: &str) -> Result<Lang, String> {
     match s {
         "en" => Ok(Lang::En),
         "it" => Ok(Lang::It),

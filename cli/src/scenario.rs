@@ -11,6 +11,7 @@ use anyhow::bail;
 use clap::{Args, Subcommand};
 use kvw_engine::scenarios::{self, receipts, Status};
 use kvw_evidence::render::{event_line, Lang};
+use kvw_evidence::scenario_render::{self as words, scenario_text};
 use serde_json::json;
 
 use crate::check::FixArg;
@@ -45,6 +46,9 @@ pub struct RunArgs {
     /// Signing key file (default: the local key, created on first use).
     #[arg(long)]
     pub key: Option<PathBuf>,
+    /// Language of the description, events and verdict: `en` or `it`.
+    #[arg(long, default_value = "en", value_parser = crate::probe::parse_lang)]
+    pub lang: Lang,
 }
 
 pub fn run(cmd: ScenarioCommand) -> anyhow::Result<()> {
@@ -63,7 +67,7 @@ fn list(as_json: bool) -> anyhow::Result<()> {
                 json!({
                     "name": s.name,
                     "gate": s.gate.name(),
-                    "description": s.description,
+                    "description": scenario_text(s.name).map(|t| t.description(Lang::En).to_string()),
                     "upstream": s.upstream.map(|u| json!({
                         "path": u.path, "test": u.test, "subtest": u.subtest, "url": u.url(),
                     })),
@@ -105,7 +109,10 @@ fn run_one(args: RunArgs) -> anyhow::Result<()> {
             s.gate.name(),
             fix_list(&judged.fixes)
         )?;
-        outln!("  {}", s.description)?;
+        let lang = args.lang;
+        if let Some(t) = scenario_text(s.name) {
+            outln!("  {}", t.description(lang))?;
+        }
         if let Some(u) = s.upstream {
             outln!(
                 "  upstream: {} {} ({})",
@@ -115,11 +122,23 @@ fn run_one(args: RunArgs) -> anyhow::Result<()> {
             )?;
         }
         for e in &judged.observed_run.events {
-            outln!("    {}", clean(&event_line(e, Lang::En)))?;
+            outln!("    {}", clean(&event_line(e, lang)))?;
         }
-        outln!("  expected: {}", judged.expected)?;
-        outln!("  observed: {}", clean(&judged.observed))?;
-        outln!("  {}: {}", judged.status.name(), clean(&judged.why))?;
+        outln!(
+            "  {}: {}",
+            lang.pick("expected", "atteso"),
+            clean(&words::expected(&judged.expected, lang).to_string())
+        )?;
+        outln!(
+            "  {}: {}",
+            lang.pick("observed", "osservato"),
+            clean(&words::observed(&judged.observed, lang).to_string())
+        )?;
+        outln!(
+            "  {}: {}",
+            words::status(predicate.status, lang),
+            clean(&words::why(&judged.why, lang).to_string())
+        )?;
     }
     if let Some(path) = &args.out {
         crate::probe::write_receipt(path, args.key.as_deref(), &predicate)?;
@@ -129,7 +148,7 @@ fn run_one(args: RunArgs) -> anyhow::Result<()> {
         bail!(
             "scenario {} fails: {}",
             judged.scenario.name,
-            clean(&judged.why)
+            clean(&words::why(&judged.why, Lang::En).to_string())
         );
     }
     Ok(())

@@ -156,3 +156,36 @@ fn a_bundle_carries_the_gate_runs_for_none_and_all_and_reproduces_them() {
         "{post}"
     );
 }
+
+#[test]
+fn gates_and_a_scenario_speak_the_readers_language() {
+    let en = text(&kvw(&["gates", "--fixes", "none"]));
+    let it = text(&kvw(&["gates", "--fixes", "none", "--lang", "it"]));
+    assert!(en.contains("fails without deferred-release"), "{en}");
+    assert!(!it.contains("fails without"), "{it}");
+    assert!(it.contains("fallisce senza deferred-release"), "{it}");
+    assert!(
+        it.contains("non esercitato senza retire-unadmitted-reject"),
+        "{it}"
+    );
+    let one = text(&kvw(&[
+        "scenario",
+        "run",
+        "late_write_corrupts_next_tenant",
+        "--fixes",
+        "none",
+        "--lang",
+        "it",
+    ]));
+    assert!(one.contains("decode va in timeout su acme"), "{one}");
+    assert!(
+        one.contains(
+            "scritture arrivate in pagine che il loro autore non possedeva più: pagina 6 (acme-1)"
+        ),
+        "{one}"
+    );
+    let bad = kvw(&["gates", "--lang", "fr"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("fr"), "{err}");
+}

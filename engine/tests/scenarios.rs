@@ -3,6 +3,8 @@
 //! same test, so a scenario that stopped testing anything fails here.
 
 use kvw_engine::scenarios::{all, Record, Setup, Status};
+use kvw_evidence::render::Lang;
+use kvw_evidence::scenario_render::why;
 use kvw_evidence::Fix;
 
 #[test]
@@ -13,14 +15,19 @@ fn every_scenario_holds_with_all_fixes_and_fails_without_its_guard() {
         if on.status != Status::Pass {
             problems.push(format!(
                 "{}: with all fixes {:?}: {}",
-                s.name, on.status, on.why
+                s.name,
+                on.status,
+                why(&on.why, Lang::En)
             ));
         }
         let none = s.judge(&Setup::new(&[]));
         if !none.as_recorded() {
             problems.push(format!(
                 "{}: with no fixes {:?}, record says {:?}: {}",
-                s.name, none.status, s.record, none.why
+                s.name,
+                none.status,
+                s.record,
+                why(&none.why, Lang::En)
             ));
         }
         let removals = s.removals();
@@ -52,4 +59,75 @@ fn none_fails_exactly_the_recorded_scenarios() {
         .collect();
     assert_eq!(failing, recorded);
     assert!(!failing.is_empty());
+}
+
+#[test]
+fn every_scenario_has_its_words_in_both_languages() {
+    use kvw_evidence::scenario_render::{outcome, scenario_text};
+    for s in all() {
+        let t = scenario_text(s.name).unwrap_or_else(|| panic!("{}: no words", s.name));
+        for (en, it) in [
+            (t.description(Lang::En), t.description(Lang::It)),
+            (t.closed_by(Lang::En), t.closed_by(Lang::It)),
+        ] {
+            assert!(
+                !en.to_string().is_empty() && !it.to_string().is_empty(),
+                "{}",
+                s.name
+            );
+        }
+        assert_ne!(
+            t.description(Lang::En).to_string(),
+            t.description(Lang::It).to_string(),
+            "{}",
+            s.name
+        );
+        let expects = (s.expects)();
+        assert_ne!(
+            outcome(&expects, Lang::En).to_string(),
+            outcome(&expects, Lang::It).to_string(),
+            "{}",
+            s.name
+        );
+    }
+}
+
+#[test]
+fn a_held_run_observes_what_it_expected_and_a_broken_one_says_why() {
+    use kvw_evidence::judged::{Expected, Observed, Why};
+    for s in all() {
+        let on = s.judge(&Setup::new(&Fix::ALL));
+        let Expected::Holds { outcome } = &on.expected else {
+            panic!("{}: with all fixes the guard is on", s.name)
+        };
+        let Observed::Held { outcome: seen } = &on.observed else {
+            panic!("{}: holds with all fixes", s.name)
+        };
+        // Every fact the expected outcome pins (all but those it leaves
+        // open as null) is the one the run showed.
+        let (want, got) = (
+            serde_json::to_value(outcome).unwrap(),
+            serde_json::to_value(seen).unwrap(),
+        );
+        let (want, got) = (want.as_object().unwrap(), got.as_object().unwrap());
+        for (k, v) in want {
+            assert!(
+                v.is_null() || got.get(k) == Some(v),
+                "{}: expected {k} = {v}, observed {:?}",
+                s.name,
+                got.get(k)
+            );
+        }
+        assert!(matches!(on.why, Why::GuardedBy { .. }), "{}", s.name);
+        let none = s.judge(&Setup::new(&[]));
+        if none.status == Status::Fail {
+            assert_eq!(none.observed, Observed::AssertionFails);
+            assert!(
+                matches!(&none.why, Why::Broke { guard_off, .. } if !guard_off.is_empty()),
+                "{}: {:?}",
+                s.name,
+                none.why
+            );
+        }
+    }
 }

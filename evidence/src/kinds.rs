@@ -60,7 +60,11 @@ pub fn describe(statement: &VerifiedStatement) -> Result<(String, String), Strin
                     p.scenario.name,
                     fixes_text(&p.fixes)
                 ),
-                format!("{}: {}", status_name(p.status), p.why),
+                format!(
+                    "{}: {}",
+                    status_name(p.status),
+                    crate::scenario_render::why(&p.why, crate::render::Lang::En)
+                ),
             ))
         }
         GATES_PREDICATE_TYPE => {

@@ -4,7 +4,8 @@
 //! same DSSE/in-toto envelope as every receipt:
 //!
 //! * [`ScenarioPredicate`] — one scripted scenario under a set of fixes: what
-//!   it mirrors upstream, its guard, what was expected and observed, and
+//!   it mirrors upstream, its guard, what was expected and observed (typed
+//!   facts, [`crate::judged`]), and
 //!   every typed event of the run (so a replay can walk them on the page
 //!   grid, as it walks a probe's);
 //! * [`GatesPredicate`] — the four acceptance gates: one row per scenario,
@@ -19,14 +20,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::canonical_sha256;
+use crate::judged::{Expected, GuardRule, Observed, Why};
 use crate::predicate::{EngineInfo, Event, Fix, PageView, RequestInfo};
 use crate::receipt::PredicateKind;
 use crate::EvidenceError;
 
 /// `predicateType` of a scenario receipt.
-pub const SCENARIO_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/scenario/v1";
+pub const SCENARIO_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/scenario/v2";
 /// `predicateType` of a gates receipt.
-pub const GATES_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/gates/v1";
+pub const GATES_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/gates/v2";
 /// `predicateType` of a randomized-run receipt.
 pub const FUZZ_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/fuzz/v1";
 
@@ -56,21 +58,20 @@ pub struct UpstreamTest {
     pub url: String,
 }
 
-/// What a scenario is.
+/// What a scenario is. Its description and what closes it are words about
+/// the scenario, rendered from its name in the reader's language
+/// ([`crate::scenario_render::scenario_text`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioInfo {
     pub name: String,
     /// `pool-context`, `reject-admission`, `transfer-read` or `lifetime-ownership`.
     pub gate: String,
-    pub description: String,
     pub upstream: Option<UpstreamTest>,
     /// Switches that must be on for the scenario to be exercised.
     pub guard_fixes: Vec<Fix>,
-    /// A rule inside those switches the scenario depends on, in words.
-    pub guard_rule: Option<String>,
-    /// The upstream change that closes it.
-    pub closed_by: String,
+    /// A rule inside those switches the scenario depends on.
+    pub guard_rule: Option<GuardRule>,
     /// What the record says a run without the guard does: `fails` or `holds-vacuously`.
     pub record: String,
 }
@@ -86,9 +87,9 @@ pub struct ScenarioPredicate {
     pub exercised: bool,
     pub holds: bool,
     pub status: ScenarioStatus,
-    pub expected: String,
-    pub observed: String,
-    pub why: String,
+    pub expected: Expected,
+    pub observed: Observed,
+    pub why: Why,
     /// Every request of the run.
     pub requests: Vec<RequestInfo>,
     /// Every typed event of the run, in order.
@@ -116,9 +117,9 @@ pub struct GateRow {
     pub gate: String,
     pub scenario: String,
     pub status: ScenarioStatus,
-    pub expected: String,
-    pub observed: String,
-    pub why: String,
+    pub expected: Expected,
+    pub observed: Observed,
+    pub why: Why,
     /// Whether the status is the one the record predicts for these switches.
     pub as_recorded: bool,
     /// `trace_sha256` of the scenario run the row reports.

@@ -35,11 +35,11 @@ pub fn result_schemas() -> Vec<(&'static str, String)> {
     }
     vec![
         (
-            "schema/scenario-predicate.v1.schema.json",
+            "schema/scenario-predicate.v2.schema.json",
             render::<ScenarioPredicate>(SCENARIO_PREDICATE_TYPE),
         ),
         (
-            "schema/gates-predicate.v1.schema.json",
+            "schema/gates-predicate.v2.schema.json",
             render::<GatesPredicate>(GATES_PREDICATE_TYPE),
         ),
         (

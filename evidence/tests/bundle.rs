@@ -451,6 +451,7 @@ fn writes_into_an_empty_folder() {
 
 /// A gates receipt with one failing row, signed as `gates-fixes-none.json`.
 fn gates_receipt(s: &Signer) -> (String, Envelope) {
+    use kvw_evidence::judged::{Breach, Expected, Observed, StaleWrite, Why};
     use kvw_evidence::scenario::{GateRow, GatesPredicate, ScenarioStatus};
     let engine =
         sample_predicate(sample_config(Scale::Walkthrough, &[], PoisonMode::Off, 5)).engine;
@@ -461,9 +462,19 @@ fn gates_receipt(s: &Signer) -> (String, Envelope) {
             gate: "transfer-read".into(),
             scenario: "late_write_corrupts_next_tenant".into(),
             status: ScenarioStatus::Fail,
-            expected: "fails without page-tags".into(),
-            observed: "assertion fails".into(),
-            why: "a late write landed".into(),
+            expected: Expected::FailsWithout {
+                guard: vec![Fix::DeferredRelease],
+            },
+            observed: Observed::AssertionFails,
+            why: Why::Broke {
+                breach: Breach::StaleWrites {
+                    writes: vec![StaleWrite {
+                        rid: "acme-1".into(),
+                        page: 6,
+                    }],
+                },
+                guard_off: vec![Fix::DeferredRelease],
+            },
             as_recorded: true,
             trace_sha256: "0".repeat(64),
         }],

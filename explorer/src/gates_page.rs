@@ -1,7 +1,7 @@
 //! The gates page: the four acceptance gates as a table, one per set of
 //! fixes the bundle carries (no fixes, every fix).
 //!
-//! A gates receipt (predicate `gates/v1`,
+//! A gates receipt (predicate `gates/v2`,
 //! [`kvw_evidence::scenario::GatesPredicate`]) holds one row per scenario:
 //! gate, expected, observed, pass / fail / not exercised and why, and each
 //! worker's KV pool against the configured context. This module draws each
@@ -16,7 +16,8 @@ use kvw_evidence::scenario::{GatesPredicate, ScenarioStatus};
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
-use crate::scenario_page::{judged_text, status_slug, status_text};
+use crate::scenario_page::{said_view, status_slug, status_text};
+use kvw_evidence::scenario_render as words;
 
 /// The receipt stem of scenario `name` run under `fixes`, as `kvw gates
 /// --out` and `kvw bundle` name it.
@@ -78,10 +79,10 @@ fn Table(
                 <tr data-status=status_slug(r.status) data-scenario=r.scenario.clone()>
                     <td>{r.gate.clone()}</td>
                     <td>{cell}</td>
-                    <td>{judged_text(&r.expected, lang)}</td>
-                    <td>{judged_text(&r.observed, lang)}</td>
+                    <td>{said_view(words::expected(&r.expected, lang.render()))}</td>
+                    <td>{said_view(words::observed(&r.observed, lang.render()))}</td>
                     <td>{status_text(r.status, lang)}</td>
-                    <td>{judged_text(&r.why, lang)}</td>
+                    <td>{said_view(words::why(&r.why, lang.render()))}</td>
                 </tr>
             }
         })

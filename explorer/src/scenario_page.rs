@@ -1,10 +1,11 @@
 //! The replay of a scenario receipt: its typed events, step by step, on the
 //! page grid.
 //!
-//! A scenario receipt (predicate `scenario/v1`,
+//! A scenario receipt (predicate `scenario/v2`,
 //! [`kvw_evidence::scenario::ScenarioPredicate`]) records one scripted run
 //! under a set of fixes: what it mirrors upstream, its guard, what was
-//! expected and observed, every typed event, and pictures of the decode or
+//! expected and observed (typed facts, said in the page's language by
+//! [`kvw_evidence::scenario_render`]), every typed event, and pictures of the decode or
 //! prefill pool after the events that changed it. This module draws the run
 //! as an ordered list a reader scans without any script: every event is a
 //! step with an `#step-N` anchor, its time, request, worker and recorded
@@ -16,7 +17,9 @@
 
 use std::collections::BTreeMap;
 
+use kvw_evidence::judged::GuardRule;
 use kvw_evidence::scenario::{EventPages, ScenarioPredicate, ScenarioStatus};
+use kvw_evidence::scenario_render as words;
 use kvw_evidence::{Event, PageView};
 use leptos::prelude::*;
 
@@ -25,11 +28,7 @@ use crate::i18n::Lang;
 
 /// A status in the reader's language.
 pub fn status_text(s: ScenarioStatus, lang: Lang) -> &'static str {
-    match s {
-        ScenarioStatus::Pass => lang.pick("pass", "superato"),
-        ScenarioStatus::Fail => lang.pick("fail", "fallito"),
-        ScenarioStatus::NotExercised => lang.pick("not exercised", "non esercitato"),
-    }
+    words::status(s, lang.render())
 }
 
 /// The status as a stable attribute value (`pass`, `fail`, `not-exercised`).
@@ -41,57 +40,28 @@ pub fn status_slug(s: ScenarioStatus) -> &'static str {
     }
 }
 
-/// A receipt's own English prose, quoted as such on a page in another
-/// language (`lang="en"`, so a screen reader reads it as English).
-pub fn quoted(text: String, lang: Lang) -> AnyView {
-    match lang {
-        Lang::En => view! { <span>{text}</span> }.into_any(),
-        Lang::It => view! { <span lang="en">{text}</span> }.into_any(),
-    }
+/// A rendered sentence: its words as text, its code in `<code>`.
+pub fn said_view(said: words::Said) -> AnyView {
+    said.0
+        .into_iter()
+        .map(|p| match p {
+            words::Piece::Words(w) => w.into_any(),
+            words::Piece::Code(c) => view! { <code>{c}</code> }.into_any(),
+        })
+        .collect_view()
+        .into_any()
 }
 
-/// A guard (a comma list of switch names, or `none`) in the reader's language.
-fn guard_view(guard: &str, lang: Lang) -> AnyView {
-    if guard == "none" {
-        lang.pick("no fix", "nessuna correzione").into_any()
-    } else {
-        view! { <code>{guard.to_string()}</code> }.into_any()
+/// A guard's switches and rule, in the reader's language.
+fn guard_view(fixes: &[kvw_evidence::Fix], rule: Option<GuardRule>, lang: Lang) -> AnyView {
+    let switches = said_view(words::fix_list(fixes, lang.render()));
+    match rule {
+        Some(rule) => {
+            view! { {switches}" ("{said_view(words::guard_rule(rule, lang.render()))}")" }
+                .into_any()
+        }
+        None => switches,
     }
-}
-
-/// A scenario's expected, observed or why text (as a scenario receipt and
-/// a gates row carry it) in the reader's language. The engine writes these
-/// from fixed forms around the guard's switch names and the scenario's own
-/// words (`kvw_engine::scenarios::Scenario::judge`); the forms are said in
-/// Italian, the scenario's own words are quoted in English.
-pub fn judged_text(text: &str, lang: Lang) -> AnyView {
-    if lang == Lang::En {
-        return text.to_string().into_any();
-    }
-    if text == "assertion fails" {
-        return "l'asserzione fallisce".into_any();
-    }
-    if let Some(rest) = text.strip_prefix("holds: ") {
-        return view! { "vale: "{quoted(rest.to_string(), lang)} }.into_any();
-    }
-    if let Some(g) = text.strip_prefix("fails without ") {
-        return view! { "fallisce senza "{guard_view(g, lang)} }.into_any();
-    }
-    if let Some(g) = text.strip_prefix("not exercised without ") {
-        return view! { "non esercitato senza "{guard_view(g, lang)} }.into_any();
-    }
-    if let Some(g) = text.strip_prefix("guarded by ") {
-        return view! { "protetto da "{guard_view(g, lang)} }.into_any();
-    }
-    if let Some(g) = text.strip_suffix(" off: the defense was not tested") {
-        return view! { {guard_view(g, lang)}" spenta: la difesa non è stata messa alla prova" }
-            .into_any();
-    }
-    if let Some((e, g)) = text.strip_suffix(" off)").and_then(|t| t.rsplit_once(" (")) {
-        return view! { {quoted(e.to_string(), lang)}" (senza "{guard_view(g, lang)}")" }
-            .into_any();
-    }
-    quoted(text.to_string(), lang)
 }
 
 /// Index of the first event where two runs part ways (request or typed
@@ -130,8 +100,8 @@ fn TwinCompare(
         ),
         (
             lang.pick("Observed", "Osservato"),
-            judged_text(&this.observed, lang),
-            judged_text(&twin.observed, lang),
+            said_view(words::observed(&this.observed, lang.render())),
+            said_view(words::observed(&twin.observed, lang.render())),
         ),
         (
             lang.pick("Events", "Eventi"),
@@ -334,19 +304,14 @@ pub fn ScenarioView(
             <p class="sc-upstream">{lang.pick("Mirrors the upstream test ", "Rispecchia il test upstream ")}<a href=u.url>{text}</a></p>
         }
     });
-    let guard = if info.guard_fixes.is_empty() {
-        "—".to_string()
-    } else {
-        info.guard_fixes
-            .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(", ")
+    let guard = guard_view(&info.guard_fixes, info.guard_rule, lang);
+    let text = words::scenario_text(&info.name);
+    let closed_by = match text {
+        Some(t) => said_view(t.closed_by(lang.render())),
+        None => "—".into_any(),
     };
-    let guard = match info.guard_rule.clone() {
-        Some(rule) => view! { <code>{guard}</code>" ("{quoted(rule, lang)}")" }.into_any(),
-        None => view! { <code>{guard}</code> }.into_any(),
-    };
+    let description = text
+        .map(|t| view! { <p class="sc-description">{said_view(t.description(lang.render()))}</p> });
     let facts: Vec<(&str, AnyView)> = vec![
         (
             lang.pick("Gate", "Gate"),
@@ -354,19 +319,19 @@ pub fn ScenarioView(
         ),
         (lang.pick("Fixes on", "Correzioni attive"), fixes.into_any()),
         (lang.pick("Guard", "Difesa"), guard),
-        (
-            lang.pick("Closed by", "Chiuso da"),
-            quoted(info.closed_by.clone(), lang),
-        ),
+        (lang.pick("Closed by", "Chiuso da"), closed_by),
         (
             lang.pick("Expected", "Atteso"),
-            judged_text(&p.expected, lang),
+            said_view(words::expected(&p.expected, lang.render())),
         ),
         (
             lang.pick("Observed", "Osservato"),
-            judged_text(&p.observed, lang),
+            said_view(words::observed(&p.observed, lang.render())),
         ),
-        (lang.pick("Why", "Perché"), judged_text(&p.why, lang)),
+        (
+            lang.pick("Why", "Perché"),
+            said_view(words::why(&p.why, lang.render())),
+        ),
     ];
     let requests = requests_list(&p.requests, lang);
     let steps = view! { <EventSteps events=p.events pages=p.pages lang=lang/> };
@@ -379,7 +344,7 @@ pub fn ScenarioView(
         <article class="sc" data-receipt=stem.clone() data-status=slug>
             {back}
             <h1>{format!("{} — {}", lang.pick("Scenario", "Scenario"), info.name)}</h1>
-            <p class="sc-description">{quoted(info.description.clone(), lang)}</p>
+            {description}
             {upstream}
             <p class="sc-status"><strong>{status}</strong></p>
             <dl class="sc-facts">

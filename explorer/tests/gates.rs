@@ -12,7 +12,9 @@ use kvw_engine::scenarios::receipts;
 use kvw_evidence::bundle::write_bundle_with_others;
 use kvw_evidence::keys::Signer;
 use kvw_evidence::receipt::sign_statement;
+use kvw_evidence::render::Lang;
 use kvw_evidence::scenario::ScenarioPredicate;
+use kvw_evidence::scenario_render::{self, Piece};
 use kvw_evidence::Fix;
 use kvw_explorer::gates_page::scenario_stem;
 use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
@@ -22,6 +24,15 @@ use kvw_explorer::site::{build_site, SiteOptions};
 const LEFT_OUT: &str = "late_write_corrupts_next_tenant";
 /// The scenario whose replay is checked step by step.
 const REPLAYED: &str = "late_write_corrupts_next_tenant";
+
+/// `text` as the static pages escape it.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\'', "&#39;")
+        .replace('"', "&quot;")
+}
 
 struct Site {
     _tmp: tempfile::TempDir,
@@ -135,15 +146,20 @@ fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
     assert!(it.contains("Gate di accettazione"));
     assert!(it.contains("<td>fallito</td>"));
     assert!(it.contains("<td>non esercitato</td>"));
-    // The forms around the receipt's own words are Italian; the participle
-    // agrees with the count; the words are quoted as English.
+    // Expected, observed and why are rendered from the rows' facts in
+    // Italian; the participle agrees with the count; nothing is left quoted
+    // as English.
     assert!(
-        it.contains("fallisce senza <code>"),
+        it.contains("<td>fallisce senza <code>deferred-release</code>"),
         "Italian expected form"
     );
     assert!(it.contains(" falliti, "), "plural agreement");
     assert!(!it.contains("fails without") && html.contains("fails without"));
-    assert!(it.contains("<span lang=\"en\">"));
+    let article = &it[it.find("<article class=\"gates-page\"").unwrap()..];
+    assert!(
+        !article[..article.find("</article>").unwrap()].contains("lang=\"en\""),
+        "no English quoted on the Italian page"
+    );
     // The receipts index has an Italian twin beside the Italian pages.
     let index = fs::read_to_string(site.out.join("it").join("receipts.html")).unwrap();
     assert!(index.contains("<html lang=\"it\"") && index.contains("Ricevute"));
@@ -188,12 +204,23 @@ fn a_scenario_page_replays_every_event_on_the_page_grid() {
     }
     assert!(!html.contains(&format!("id=\"step-{}\"", p.events.len() + 1)));
     assert!(html.contains("data-status=\"fail\""));
-    assert!(
-        html.contains(&p.why.replace('\'', "&#39;").replace('"', "&quot;"))
-            || html.contains(&p.why)
-    );
+    // The why is rendered from the receipt's facts in each page's language.
+    // Its words in the page's language, its code in <code>.
+    let why = |lang| {
+        scenario_render::why(&p.why, lang)
+            .pieces()
+            .iter()
+            .map(|piece| match piece {
+                Piece::Words(w) => escaped(w),
+                Piece::Code(c) => format!("<code>{}</code>", escaped(c)),
+            })
+            .collect::<String>()
+    };
+    assert!(html.contains(&why(Lang::En)), "{}", why(Lang::En));
     assert!(html.contains("href=\"gates.html\""));
     let it = read(&site, "it", &file);
+    assert!(it.contains(&why(Lang::It)), "{}", why(Lang::It));
+    assert!(!it.contains(&why(Lang::En)));
     assert!(it.contains("Eventi, passo per passo"));
     assert!(it.contains("<li id=\"step-1\""));
     // The receipt is published beside the page.

@@ -35,8 +35,8 @@ PREDICATE_TYPE = "https://kvwitness.dev/attestation/probe/v2"
 # The other kinds a bundle carries; those with events carry their digest.
 OTHER_TYPES = {
     "https://kvwitness.dev/attestation/model-check/v1",
-    "https://kvwitness.dev/attestation/scenario/v1",
-    "https://kvwitness.dev/attestation/gates/v1",
+    "https://kvwitness.dev/attestation/scenario/v2",
+    "https://kvwitness.dev/attestation/gates/v2",
     "https://kvwitness.dev/attestation/fuzz/v1",
 }
 PAYLOAD_TYPE = "application/vnd.in-toto+json"

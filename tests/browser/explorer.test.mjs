@@ -569,34 +569,40 @@ test("the Italian page has no English step text and switching language keeps the
 
 /**
  * The text of a page a reader reads as prose in the page's language: every
- * text node of the body outside code (identifiers, values, upstream
- * messages) and outside parts marked with another language (a receipt's
- * own English words, quoted with lang="en"), each trimmed, that holds an
- * English word.
+ * text node of the body that holds an English word, each trimmed, outside
+ * code (identifiers, values) and outside quotations (`<q>`, `<blockquote>`:
+ * upstream's own words, such as an error message, quoted verbatim). A part
+ * marked with another language (`lang="en"`) still counts: a page may not
+ * hide its own prose from this check by labelling it English. `exempt`
+ * names further parts left out on a page kind, each for a stated reason.
  */
-async function proseChunks(page) {
-  return page.$$eval("body", (mains) => {
+async function proseChunks(page, exempt = "") {
+  return page.$$eval("body", (mains, exempt) => {
     const english = /(?<![\w-])(the|was|were|with|and|by|of|from|into|after|before|pages?|reads?|reserved|freed|written|scrubbed|never|explored|states|unique|depth|stopped|answered|decision|sent|fails|without|holds|guarded|left|runs?|broke|shrunk|requests?|steps?|step|none|all|yes)(?![\w-])/i;
     const out = new Set();
     for (const main of mains) {
       const walk = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
       for (let n = walk.nextNode(); n; n = walk.nextNode()) {
         const el = n.parentElement;
-        if (!el || el.closest("code, script, style")) continue;
-        if (el.closest("[lang]") !== document.documentElement) continue;
+        if (!el || el.closest("code, script, style, q, blockquote")) continue;
+        if (exempt && el.closest(exempt)) continue;
         const t = n.textContent.replace(/\s+/g, " ").trim();
         if (english.test(t)) out.add(t);
       }
     }
     return [...out];
-  });
+  }, exempt);
 }
 
 test("Italian pages of every kind carry no English sentence of their English twin", async () => {
   const r = await resultsSite();
   const twins = (url, file) => [url + "en/" + file, url + "it/" + file];
+  // The replay's source-line labels are a probe receipt's own English words
+  // (`SourceRef.label`), still quoted with lang="en"; every other kind is
+  // checked with nothing exempt but code and quotations.
+  const sourceLabels = '.sources [lang="en"]';
   const kinds = [
-    ["replay and glossary", ...twins(base, `${defaultStem(site)}.html`)],
+    ["replay and glossary", ...twins(base, `${defaultStem(site)}.html`), sourceLabels],
     ["compare", ...twins(base, firstPage(site, "en", "compare-"))],
     ["gates", ...twins(base, "gates.html")],
     ["scenario", ...twins(base, firstPage(site, "en", "scenario-"))],
@@ -606,20 +612,40 @@ test("Italian pages of every kind carry no English sentence of their English twi
     ["receipts index", base + "receipts/index.html", base + "it/receipts.html"],
   ];
   const leftovers = {};
-  for (const [kind, enUrl, itUrl] of kinds) {
+  for (const [kind, enUrl, itUrl, exempt] of kinds) {
     const file = enUrl.slice(enUrl.lastIndexOf("/") + 1);
     const en = await newPage();
     await en.goto(enUrl);
-    const english = await proseChunks(en);
+    const english = await proseChunks(en, exempt);
     assert.ok(english.length > 0, `${kind}: the English page has prose to compare`);
     const it = await newPage();
     await it.goto(itUrl);
     assert.equal(await it.getAttribute("html", "lang"), "it");
-    const italian = new Set(await proseChunks(it));
+    const italian = new Set(await proseChunks(it, exempt));
     leftovers[kind] = english.filter((t) => italian.has(t));
     console.log(`Italian ${kind} (${file}): ${english.length} English prose lines, ${leftovers[kind].length} left on the Italian page${leftovers[kind].length ? "\n  " + leftovers[kind].slice(0, 8).join("\n  ") : ""}`);
   }
   for (const [kind, left] of Object.entries(leftovers)) assert.deepEqual(left, [], `English on the Italian ${kind} page`);
+});
+
+test("every Italian scenario page carries no English sentence of its English twin", async () => {
+  const files = readdirSync(join(site, "en")).filter((f) => f.startsWith("scenario-") && f.endsWith(".html")).sort();
+  assert.ok(files.length >= 2, "the site has scenario pages");
+  const en = await newPage();
+  const it = await newPage();
+  let lines = 0;
+  const left = [];
+  for (const file of files) {
+    await en.goto(base + "en/" + file);
+    const english = await proseChunks(en);
+    lines += english.length;
+    await it.goto(base + "it/" + file);
+    assert.equal(await it.getAttribute("html", "lang"), "it");
+    const italian = new Set(await proseChunks(it));
+    for (const t of english) if (italian.has(t)) left.push(`${file}: ${t}`);
+  }
+  console.log(`${files.length} Italian scenario pages: ${lines} English prose lines, ${left.length} left on the Italian pages${left.length ? "\n  " + left.slice(0, 12).join("\n  ") : ""}`);
+  assert.deepEqual(left, [], "English on the Italian scenario pages");
 });
 
 // ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 //! retired request; a re-entering one kept, with its pending abort, in the
 //! queue that owes its release.
 
-use super::words;
+use kvw_evidence::judged::{AfterReentry, Breach, GuardRule, Outcome};
 use kvw_evidence::{
     DoorDecision, DoorName, EventKind, Fix, ResourceAction as RA, ResourceKind as RK, Worker,
 };
@@ -40,7 +40,7 @@ fn naive_door(d: &mut Doors) {
 }
 
 const NAIVE: Option<Rule> = Some(Rule {
-    what: "is_unadmitted_reject's exclusions for re-entering requests",
+    what: GuardRule::UnadmittedRejectExclusions,
     remove: naive_door,
 });
 
@@ -55,172 +55,227 @@ fn aborted(prefill: bool, decode: bool) -> Reentry {
 }
 
 pub fn scenarios() -> Vec<Scenario> {
-    let reentry = |name, subtest, description, run| Scenario {
+    let reentry = |name, subtest, expects, run| Scenario {
         name,
         gate: Gate::RejectAdmission,
-        description,
         upstream: upstream(name_of(name), Some(subtest)),
         guard: Guard {
             fixes: RETIRE,
             rule: NAIVE,
         },
-        closed_by: "PR #38935 (is_unadmitted_reject)",
         record: Record::HoldsVacuously,
-        expects: "admitted, still carrying its pending abort",
+        expects,
         run,
     };
     vec![
         Scenario {
             name: "test_rejected_request_is_retired_at_each_pd_door.prefill",
             gate: Gate::RejectAdmission,
-            description: "a prompt over prefill's input cap is retired at prefill's bootstrap-queue door: no sender, bootstrap or forward",
-            upstream: upstream("test_rejected_request_is_retired_at_each_pd_door", Some("door=prefill")),
-            guard: Guard { fixes: RETIRE, rule: None },
-            closed_by: "PR #38935",
+            upstream: upstream(
+                "test_rejected_request_is_retired_at_each_pd_door",
+                Some("door=prefill"),
+            ),
+            guard: Guard {
+                fixes: RETIRE,
+                rule: None,
+            },
             record: Record::Fails,
-            expects: "retired at prefill's door, nothing created",
+            expects: || Outcome::RetiredAtDoor {
+                door: DoorName::PrefillBootstrapQueue,
+            },
             run: rejected_at_prefill,
         },
         Scenario {
             name: "test_rejected_request_is_retired_at_each_pd_door.decode",
             gate: Gate::RejectAdmission,
-            description: "a prompt over decode's own cap is retired at decode's prealloc-queue door: no receiver, reservation or bootstrap",
-            upstream: upstream("test_rejected_request_is_retired_at_each_pd_door", Some("door=decode")),
-            guard: Guard { fixes: RETIRE, rule: None },
-            closed_by: "PR #38935",
+            upstream: upstream(
+                "test_rejected_request_is_retired_at_each_pd_door",
+                Some("door=decode"),
+            ),
+            guard: Guard {
+                fixes: RETIRE,
+                rule: None,
+            },
             record: Record::Fails,
-            expects: "retired at decode's door, nothing reserved",
+            expects: || Outcome::RetiredAtDoor {
+                door: DoorName::DecodePreallocQueue,
+            },
             run: rejected_at_decode,
         },
         reentry(
             "test_reentering_prefill_request_is_not_retired.metadata_buffer_index",
             "marker=metadata_buffer_index",
-            "a preempted prefill request holding its metadata buffer index re-enters with a pending abort and reaches its queue",
+            || {
+                prefill_reentry(AfterReentry::FreedByItsQueue {
+                    resource: RK::MetadataBuffer,
+                })
+            },
             reenter_metadata,
         ),
         reentry(
             "test_reentering_prefill_request_is_not_retired.retraction_backup",
             "marker=retraction_backup",
-            "a preempted prefill request holding a retraction backup re-enters with a pending abort and reaches its queue",
+            || {
+                prefill_reentry(AfterReentry::FreedByItsQueue {
+                    resource: RK::RetractionBackup,
+                })
+            },
             reenter_backup,
         ),
         reentry(
             "test_retracted_decode_request_is_not_retired.is_retracted.backup",
             "flag=is_retracted, has_backup=True",
-            "a decode request requeued by retract_decode with a backup goes to the retracted queue, not retired",
+            || decode_reentry(AfterReentry::ResumedRetracted { status: 503 }),
             retracted_backup,
         ),
         reentry(
             "test_retracted_decode_request_is_not_retired.is_retracted.no_backup",
             "flag=is_retracted, has_backup=False",
-            "a short retracted decode request (no backup) is kept by its flag alone",
+            || decode_reentry(AfterReentry::ResumedRetracted { status: 503 }),
             retracted_no_backup,
         ),
         reentry(
             "test_retracted_decode_request_is_not_retired.is_rebootstrap.backup",
             "flag=is_rebootstrap, has_backup=True",
-            "a re-bootstrapping decode request with a backup gets a new receiver, not retired",
+            || {
+                decode_reentry(AfterReentry::Bootstrapped {
+                    worker: Worker::Decode,
+                })
+            },
             rebootstrap_backup,
         ),
         reentry(
             "test_retracted_decode_request_is_not_retired.is_rebootstrap.no_backup",
             "flag=is_rebootstrap, has_backup=False",
-            "a re-bootstrapping decode request without a backup gets a new receiver, not retired",
+            || {
+                decode_reentry(AfterReentry::Bootstrapped {
+                    worker: Worker::Decode,
+                })
+            },
             rebootstrap_no_backup,
         ),
         reentry(
             "test_preempted_reentry_is_not_retired.prefill",
             "door=prefill",
-            "a short preempted request (is_retracted, nothing held) re-enters prefill and is not retired",
+            || {
+                prefill_reentry(AfterReentry::Bootstrapped {
+                    worker: Worker::Prefill,
+                })
+            },
             preempted_prefill,
         ),
         reentry(
             "test_preempted_reentry_is_not_retired.decode",
             "door=decode",
-            "a short preempted request (is_retracted, nothing held) re-enters decode and gets a receiver",
+            || {
+                decode_reentry(AfterReentry::Bootstrapped {
+                    worker: Worker::Decode,
+                })
+            },
             preempted_decode,
         ),
         Scenario {
             name: "test_valid_request_still_admitted.prefill",
             gate: Gate::RejectAdmission,
-            description: "a valid request passes prefill's door and is served",
             upstream: upstream("test_valid_request_still_admitted", Some("door=prefill")),
-            guard: Guard { fixes: RETIRE, rule: Some(RETIRE_ALL) },
-            closed_by: "PR #38935",
+            guard: Guard {
+                fixes: RETIRE,
+                rule: Some(RETIRE_ALL),
+            },
             record: Record::HoldsVacuously,
-            expects: "admitted and answered 200 with its own text",
+            expects: || Outcome::ServedOwnText {
+                door: Some(DoorName::PrefillBootstrapQueue),
+                status: 200,
+            },
             run: valid_prefill,
         },
         Scenario {
             name: "test_valid_request_still_admitted.decode",
             gate: Gate::RejectAdmission,
-            description: "a valid request passes decode's door and gets a receiver",
             upstream: upstream("test_valid_request_still_admitted", Some("door=decode")),
-            guard: Guard { fixes: RETIRE, rule: Some(RETIRE_ALL) },
-            closed_by: "PR #38935",
+            guard: Guard {
+                fixes: RETIRE,
+                rule: Some(RETIRE_ALL),
+            },
             record: Record::HoldsVacuously,
-            expects: "admitted with a receiver and answered 200",
+            expects: || Outcome::ServedOwnText {
+                door: Some(DoorName::DecodePreallocQueue),
+                status: 200,
+            },
             run: valid_decode,
         },
         Scenario {
             name: "test_null_mode_is_deliberately_untouched",
             gate: Gate::RejectAdmission,
-            description: "without disaggregation a rejected request is still enqueued; the one-token stub runs once and the batch boundary answers 400",
             upstream: upstream("test_null_mode_is_deliberately_untouched", None),
             guard: Guard {
                 fixes: RETIRE,
                 rule: Some(Rule {
-                    what: "NULL mode left alone by the PD doors",
+                    what: GuardRule::NullModeUntouched,
                     remove: |d| d.null_mode_untouched = false,
                 }),
             },
-            closed_by: "PR #38935 (PD doors only)",
             record: Record::HoldsVacuously,
-            expects: "enqueued with to_finish pending, answered 400",
+            expects: || Outcome::EnqueuedWithPendingReject { status: 400 },
             run: null_mode,
         },
         Scenario {
             name: "test_retire_detaches_a_streaming_session",
             gate: Gate::RejectAdmission,
-            description: "retiring a rejected request detaches its streaming session's active slot, so the next request on the session is served; the original 400 survives",
             upstream: upstream("test_retire_detaches_a_streaming_session", None),
             guard: Guard {
                 fixes: RETIRE,
                 rule: Some(Rule {
-                    what: "the retirement's session detach",
+                    what: GuardRule::SessionDetach,
                     remove: |d| d.session_effect = |_| SessionEffect::None,
                 }),
             },
-            closed_by: "PR #38935 (retire_unadmitted_request)",
             record: Record::Fails,
-            expects: "400 with the original message; slot detached; next request 200",
+            expects: || Outcome::SessionSlotReleased {
+                status: 400,
+                next_status: 200,
+            },
             run: streaming_session,
         },
         Scenario {
             name: "test_retire_leaves_a_non_streaming_session_alone",
             gate: Gate::RejectAdmission,
-            description: "retiring a rejected request leaves a non-streaming session alone",
             upstream: upstream("test_retire_leaves_a_non_streaming_session_alone", None),
             guard: Guard {
                 fixes: RETIRE,
                 rule: Some(Rule {
-                    what: "detaching streaming sessions only",
-                    remove: |d| d.session_effect = |s| match s {
-                        Some(_) => SessionEffect::DetachActiveSlot,
-                        None => SessionEffect::None,
+                    what: GuardRule::DetachStreamingOnly,
+                    remove: |d| {
+                        d.session_effect = |s| match s {
+                            Some(_) => SessionEffect::DetachActiveSlot,
+                            None => SessionEffect::None,
+                        }
                     },
                 }),
             },
-            closed_by: "PR #38935 (retire_unadmitted_request)",
             record: Record::HoldsVacuously,
-            expects: "retired with no session detach; the session serves the next request",
+            expects: || Outcome::SessionLeftAlone { next_status: None },
             run: non_streaming_session,
         },
     ]
 }
 
+fn prefill_reentry(then: AfterReentry) -> Outcome {
+    Outcome::AdmittedWithPendingAbort {
+        door: DoorName::PrefillBootstrapQueue,
+        then,
+    }
+}
+
+fn decode_reentry(then: AfterReentry) -> Outcome {
+    Outcome::AdmittedWithPendingAbort {
+        door: DoorName::DecodePreallocQueue,
+        then,
+    }
+}
+
 const RETIRE_ALL: Rule = Rule {
-    what: "retiring only requests with a pending rejection",
+    what: GuardRule::RetireOnlyPendingRejections,
     remove: |d| d.unadmitted_reject = |_| true,
 };
 
@@ -233,22 +288,40 @@ fn forwarded(ran: &super::script::Ran, r: u32) -> usize {
     ran.count(r, |k| matches!(k, EventKind::Forward { .. }))
 }
 
+/// The first decision of `door` for `r`, as a breach of the check.
+fn door_breach(ran: &super::script::Ran, r: u32, door: DoorName) -> Breach {
+    let d = ran.door(r, door);
+    Breach::DoorDecided {
+        door,
+        decided: d.as_ref().map(|x| x.0),
+        to_finish: d.and_then(|x| x.1),
+    }
+}
+
 fn rejected_at_prefill(setup: &Setup) -> Observed {
     let mut s = Script::with_prefill_pool(setup, 112);
     let r = s.request("umbrella", 0, 128, Extras::default());
     judge(s.run(), |ran| {
-        let d = ran.door(r, DoorName::PrefillBootstrapQueue);
+        let door = DoorName::PrefillBootstrapQueue;
         ensure!(
-            matches!(d, Some((DoorDecision::Retired, _))),
-            "prefill's bootstrap-queue door decided {} for the rejected request",
-            words::decided(d.map(|x| x.0))
+            matches!(ran.door(r, door), Some((DoorDecision::Retired, _))),
+            door_breach(ran, r, door)
         );
         ensure!(
             !ran.bootstrapped(r, Worker::Prefill),
-            "a sender and bootstrap were created"
+            Breach::Endpoint {
+                worker: Worker::Prefill,
+                created: true
+            }
         );
-        ensure!(forwarded(ran, r) == 0, "the one-token stub ran a forward");
-        Ok("retired at prefill's door; no sender, bootstrap or forward".into())
+        let forwards = forwarded(ran, r);
+        ensure!(
+            forwards == 0,
+            Breach::Forwards {
+                count: forwards as u32
+            }
+        );
+        Ok(Outcome::RetiredAtDoor { door })
     })
 }
 
@@ -256,21 +329,26 @@ fn rejected_at_decode(setup: &Setup) -> Observed {
     let mut s = Script::with_prefill_pool(setup, 112).decode_pool(112);
     let r = s.request("umbrella", 0, 128, Extras::default());
     judge(s.run(), |ran| {
-        let d = ran.door(r, DoorName::DecodePreallocQueue);
+        let door = DoorName::DecodePreallocQueue;
         ensure!(
-            matches!(d, Some((DoorDecision::Retired, _))),
-            "decode's prealloc-queue door decided {} for the rejected request",
-            words::decided(d.map(|x| x.0))
+            matches!(ran.door(r, door), Some((DoorDecision::Retired, _))),
+            door_breach(ran, r, door)
         );
         ensure!(
             !ran.bootstrapped(r, Worker::Decode),
-            "a receiver and metadata buffer were created"
+            Breach::Endpoint {
+                worker: Worker::Decode,
+                created: true
+            }
         );
+        let reservations = ran.count(r, |k| matches!(k, EventKind::Reserve { .. }));
         ensure!(
-            ran.count(r, |k| matches!(k, EventKind::Reserve { .. })) == 0,
-            "decode reserved pages"
+            reservations == 0,
+            Breach::Reserved {
+                reservations: reservations as u32
+            }
         );
-        Ok("retired at decode's door; no receiver or reservation".into())
+        Ok(Outcome::RetiredAtDoor { door })
     })
 }
 
@@ -280,7 +358,7 @@ fn reenter(
     setup: &Setup,
     reentry: Reentry,
     door: DoorName,
-    then: fn(&super::script::Ran, u32) -> Result<String, String>,
+    then: fn(&super::script::Ran, u32) -> Result<AfterReentry, Breach>,
 ) -> Observed {
     let mut s = Script::new(setup);
     let r = s.request(
@@ -293,30 +371,35 @@ fn reenter(
         },
     );
     judge(s.run(), |ran| {
-        let d = ran.door(r, door);
         ensure!(
-            matches!(&d, Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
-            "{} decided {} (to_finish {}) for a re-entering request",
-            words::door(door),
-            words::decided(d.as_ref().map(|x| x.0)),
-            d.as_ref()
-                .and_then(|x| x.1.clone())
-                .unwrap_or_else(|| "None".into())
+            matches!(&ran.door(r, door), Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
+            door_breach(ran, r, door)
         );
-        let more = then(ran, r)?;
-        Ok(format!("admitted with its abort pending; {more}"))
+        let then = then(ran, r)?;
+        Ok(Outcome::AdmittedWithPendingAbort { door, then })
     })
 }
 
-fn released_once(ran: &super::script::Ran, r: u32, kind: RK) -> Result<String, String> {
+fn released_once(ran: &super::script::Ran, r: u32, kind: RK) -> Result<AfterReentry, Breach> {
     let n = ran.resource(r, kind, RA::Free);
     ensure!(
         n == 1,
-        "{} freed {n} times by the queue that owns it",
-        words::resource(kind)
+        Breach::ResourceFreed {
+            rid: ran.rid(r),
+            resource: kind,
+            frees: n as u32,
+            double_frees: ran.resource(r, kind, RA::DoubleFree) as u32,
+        }
     );
-    ensure!(ran.status(r).is_some(), "never answered");
-    Ok(format!("{} freed once by its queue", words::resource(kind)))
+    ensure!(
+        ran.status(r).is_some(),
+        Breach::ClientGot {
+            rid: ran.rid(r),
+            status: None,
+            expected: None
+        }
+    );
+    Ok(AfterReentry::FreedByItsQueue { resource: kind })
 }
 
 fn reenter_metadata(setup: &Setup) -> Observed {
@@ -339,26 +422,37 @@ fn reenter_backup(setup: &Setup) -> Observed {
     })
 }
 
-fn retracted_queue(ran: &super::script::Ran, r: u32) -> Result<String, String> {
+fn retracted_queue(ran: &super::script::Ran, r: u32) -> Result<AfterReentry, Breach> {
     ensure!(
         !ran.bootstrapped(r, Worker::Decode),
-        "a new receiver was created instead of the retracted queue"
+        Breach::Endpoint {
+            worker: Worker::Decode,
+            created: true
+        }
     );
     let answers = ran.answers(r, Worker::Decode);
     ensure!(
-        answers.iter().map(|a| a.0).collect::<Vec<_>>() == [503],
-        "decode answered {}, not the pending 503 once",
-        words::answers(&answers)
+        answers.iter().map(|a| a.status).collect::<Vec<_>>() == [503],
+        Breach::WorkerAnswered {
+            worker: Worker::Decode,
+            answers,
+            expected: 503
+        }
     );
-    Ok("resumed in the retracted queue, answered its pending 503".into())
+    Ok(AfterReentry::ResumedRetracted { status: 503 })
 }
 
-fn new_receiver(ran: &super::script::Ran, r: u32) -> Result<String, String> {
+fn new_receiver(ran: &super::script::Ran, r: u32) -> Result<AfterReentry, Breach> {
     ensure!(
         ran.bootstrapped(r, Worker::Decode),
-        "no receiver was created"
+        Breach::Endpoint {
+            worker: Worker::Decode,
+            created: false
+        }
     );
-    Ok("a new receiver was created".into())
+    Ok(AfterReentry::Bootstrapped {
+        worker: Worker::Decode,
+    })
 }
 
 fn retracted_backup(setup: &Setup) -> Observed {
@@ -413,9 +507,14 @@ fn preempted_prefill(setup: &Setup) -> Observed {
     reenter(setup, reentry, DoorName::PrefillBootstrapQueue, |ran, r| {
         ensure!(
             ran.bootstrapped(r, Worker::Prefill),
-            "its queue never took it"
+            Breach::Endpoint {
+                worker: Worker::Prefill,
+                created: false
+            }
         );
-        Ok("its queue took it".into())
+        Ok(AfterReentry::Bootstrapped {
+            worker: Worker::Prefill,
+        })
     })
 }
 
@@ -431,26 +530,22 @@ fn valid(setup: &Setup, door: DoorName, worker: Worker) -> Observed {
     let mut s = Script::new(setup);
     let r = s.request("acme", 0, 16, Extras::default());
     judge(s.run(), |ran| {
-        let d = ran.door(r, door);
         ensure!(
-            matches!(d, Some((DoorDecision::Admitted, None))),
-            "{} decided {} for a valid request",
-            words::door(door),
-            words::decided(d.map(|x| x.0))
+            matches!(ran.door(r, door), Some((DoorDecision::Admitted, None))),
+            door_breach(ran, r, door)
         );
         ensure!(
             ran.bootstrapped(r, worker),
-            "no {} endpoint was created",
-            words::worker(worker)
+            Breach::Endpoint {
+                worker,
+                created: false
+            }
         );
-        let want = ran.want(r, 8);
-        let got = ran.responses[r as usize].as_ref();
-        ensure!(
-            got.is_some_and(|g| g.status == 200 && g.text == want),
-            "answered {}, not 200 with its own text",
-            words::status(got.map(|g| g.status))
-        );
-        Ok("admitted and answered 200 with its own text".into())
+        let status = ran.own_text(r, 8)?;
+        Ok(Outcome::ServedOwnText {
+            door: Some(door),
+            status,
+        })
     })
 }
 
@@ -467,14 +562,25 @@ fn null_mode(setup: &Setup) -> Observed {
     let ok = (|| {
         let door = run.events.iter().find_map(|e| match &e.kind {
             EventKind::Door {
-                decision, state, ..
-            } => Some((*decision, state.to_finish.clone())),
+                door,
+                decision,
+                state,
+                ..
+            } => Some((*door, *decision, state.to_finish.clone())),
             _ => None,
         });
+        let rid = run
+            .requests
+            .first()
+            .map(|r| r.rid.clone())
+            .unwrap_or_default();
         ensure!(
-            matches!(&door, Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
-            "NULL mode's door decided {}",
-            words::decided(door.map(|d| d.0))
+            matches!(&door, Some((_, DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
+            Breach::DoorDecided {
+                door: door.as_ref().map_or(DoorName::PrefillWaitingQueue, |d| d.0),
+                decided: door.as_ref().map(|d| d.1),
+                to_finish: door.and_then(|d| d.2),
+            }
         );
         let status = run.events.iter().find_map(|e| match &e.kind {
             EventKind::Response { status, .. } => Some(*status),
@@ -482,13 +588,13 @@ fn null_mode(setup: &Setup) -> Observed {
         });
         ensure!(
             status == Some(400),
-            "answered {}, not 400",
-            words::status(status)
+            Breach::ClientGot {
+                rid,
+                status,
+                expected: Some(400)
+            }
         );
-        Ok(
-            "enqueued with to_finish pending; one stub forward; the batch boundary answered 400"
-                .into(),
-        )
+        Ok(Outcome::EnqueuedWithPendingReject { status: 400 })
     })();
     Observed {
         events: run.events,
@@ -527,21 +633,35 @@ fn streaming_session(setup: &Setup) -> Observed {
     judge(s.run(), |ran| {
         let prefill = ran.answers(a, Worker::Prefill);
         ensure!(
-            prefill.len() == 1 && prefill[0].0 == 400 && prefill[0].1.starts_with("Input length"),
-            "prefill answered {}, not the original 400",
-            words::answers(&prefill)
+            prefill.len() == 1
+                && prefill[0].status == 400
+                && prefill[0].finish_reason.starts_with("Input length"),
+            Breach::WorkerAnswered {
+                worker: Worker::Prefill,
+                answers: prefill,
+                expected: 400
+            }
         );
         ensure!(
             ran.status(a) == Some(400),
-            "the client got {}, not 400",
-            words::status(ran.status(a))
+            Breach::ClientGot {
+                rid: ran.rid(a),
+                status: ran.status(a),
+                expected: Some(400)
+            }
         );
         ensure!(
             ran.status(b) == Some(200),
-            "the next request on the session got {}: the session is stuck",
-            words::status(ran.status(b))
+            Breach::ClientGot {
+                rid: ran.rid(b),
+                status: ran.status(b),
+                expected: Some(200)
+            }
         );
-        Ok("original 400 kept; session slot released; next request 200".into())
+        Ok(Outcome::SessionSlotReleased {
+            status: 400,
+            next_status: 200,
+        })
     })
 }
 
@@ -551,12 +671,19 @@ fn non_streaming_session(setup: &Setup) -> Observed {
         let detached = ran.resource(a, RK::SessionSlot, RA::Detach);
         ensure!(
             detached == 0,
-            "the non-streaming session was detached {detached} time(s)"
+            Breach::SessionDetached {
+                times: detached as u32
+            }
         );
+        let next = ran.status(b);
         ensure!(
-            ran.status(b).is_some(),
-            "the next request on the session got no answer"
+            next.is_some(),
+            Breach::ClientGot {
+                rid: ran.rid(b),
+                status: None,
+                expected: None
+            }
         );
-        Ok("session untouched; the next request was answered".into())
+        Ok(Outcome::SessionLeftAlone { next_status: next })
     })
 }

@@ -13,7 +13,7 @@
 //! answers: every resource of an aborted result freed exactly once, nothing
 //! sent, one answer with the abort's own status.
 
-use super::words;
+use kvw_evidence::judged::{Breach, GuardRule, Outcome};
 use kvw_evidence::{
     DoorDecision, DoorName, EventKind, Fix, ResourceAction as RA, ResourceKind as RK, Worker,
 };
@@ -32,15 +32,13 @@ fn scenario(
     name: &'static str,
     test: &'static str,
     subtest: Option<&'static str>,
-    description: &'static str,
     rule: Option<Rule>,
-    expects: &'static str,
+    expects: fn() -> Outcome,
     run: fn(&Setup) -> Observed,
 ) -> Scenario {
     Scenario {
         name,
         gate: Gate::LifetimeOwnership,
-        description,
         upstream: Some(Upstream {
             path: PATH,
             test,
@@ -50,7 +48,6 @@ fn scenario(
             fixes: RETIRE,
             rule,
         },
-        closed_by: "PR #36988",
         record: Record::Fails,
         expects,
         run,
@@ -63,66 +60,65 @@ pub fn scenarios() -> Vec<Scenario> {
             "test_aborted_final_result_releases_hybrid_cache",
             "test_aborted_final_result_releases_hybrid_cache",
             None,
-            "an aborted final prefill result frees KV, Mamba slot, metadata buffer and HiCache entry once, calls sender.abort() once, sends nothing",
             None,
-            "retired, everything freed once, nothing sent",
+            || retired(503, ALL_HELD, 0),
             final_result,
         ),
         scenario(
             "test_aborted_middle_result_releases_after_last_chunk",
             "test_aborted_middle_result_releases_after_last_chunk",
             None,
-            "a request aborted between chunks is retired at its next (middle) chunk result and released once, after its earlier chunks landed",
             None,
-            "retired mid-prompt, released once after the last landing",
+            after_landing,
             middle_result,
         ),
         scenario(
             "test_aborted_middle_result_waits_for_inflight_chunk",
             "test_aborted_middle_result_waits_for_inflight_chunk",
             None,
-            "with an earlier chunk's writes still in flight, the retired request's pages are released only after they land",
             Some(Rule {
-                what: "waiting for in-flight chunk writes before release",
+                what: GuardRule::WaitForInflightWrites,
                 remove: |d| d.retire_waits_for_inflight = false,
             }),
-            "release after the in-flight chunk landed",
+            after_landing,
             inflight_chunk,
         ),
         scenario(
             "test_delayed_result_ignores_already_retired_request",
             "test_delayed_result_ignores_already_retired_request",
             None,
-            "a result delivered again after the request was retired frees and answers nothing more",
             Some(IGNORE_LATE),
-            "one retirement, one release, one answer",
+            || retired(503, ALL_HELD, 0),
             delayed_result,
         ),
         scenario(
             "test_sender_abort_failure_does_not_skip_local_cleanup",
             "test_sender_abort_failure_does_not_skip_local_cleanup",
             None,
-            "sender.abort() raising (transport down) does not skip freeing KV and the metadata buffer or the answer",
             None,
-            "abort failure recorded; cleanup and answer once",
+            || {
+                Retired {
+                    sender_abort_failed: true,
+                    ..Retired::new(503, ALL_HELD, 0)
+                }
+                .outcome()
+            },
             sender_abort_fails,
         ),
         scenario(
             "test_grammar_rejection_retires_prefill_before_transfer",
             "test_grammar_rejection_retires_prefill_before_transfer",
             None,
-            "a grammar that rejects the first token retires the request before any transfer",
             None,
-            "retired with the grammar's 400, nothing sent",
+            || retired(400, &[RK::MetadataBuffer], 0),
             grammar,
         ),
         scenario(
             "test_aborted_result_releases_mamba_allocated_before_kv",
             "test_aborted_result_releases_mamba_allocated_before_kv",
             None,
-            "a hybrid request aborted while it holds its Mamba slot but no KV yet frees the slot once and never forwards",
             None,
-            "Mamba slot freed once, no forward",
+            || Outcome::MambaSlotFreedBeforeKv { status: 503 },
             mamba_before_kv,
         ),
     ];
@@ -152,27 +148,42 @@ pub fn scenarios() -> Vec<Scenario> {
             true,
         ),
     ] {
-        let run: fn(&Setup) -> Observed = match (mask, transport) {
-            (SamplingMask::Overflow, false) => |s| sampling_mask(s, SamplingMask::Overflow, false),
-            (SamplingMask::Overflow, true) => |s| sampling_mask(s, SamplingMask::Overflow, true),
-            (SamplingMask::Invalid, false) => |s| sampling_mask(s, SamplingMask::Invalid, false),
-            (SamplingMask::Invalid, true) => |s| sampling_mask(s, SamplingMask::Invalid, true),
+        let (run, expects): (Run, Expects) = match (mask, transport) {
+            (SamplingMask::Overflow, false) => (
+                |s| sampling_mask(s, SamplingMask::Overflow, false),
+                || mask_kept(SamplingMask::Overflow, false),
+            ),
+            (SamplingMask::Overflow, true) => (
+                |s| sampling_mask(s, SamplingMask::Overflow, true),
+                || mask_kept(SamplingMask::Overflow, true),
+            ),
+            (SamplingMask::Invalid, false) => (
+                |s| sampling_mask(s, SamplingMask::Invalid, false),
+                || mask_kept(SamplingMask::Invalid, false),
+            ),
+            (SamplingMask::Invalid, true) => (
+                |s| sampling_mask(s, SamplingMask::Invalid, true),
+                || mask_kept(SamplingMask::Invalid, true),
+            ),
         };
         out.push(scenario(
             name,
             "test_sampling_mask_abort_preserves_error_and_releases_once",
             Some(subtest),
-            "a sampling-mask abort keeps its status and error type and frees everything once, the result processed twice, with or without a transport error",
             Some(IGNORE_LATE),
-            "the mask's status and error type, everything freed once",
+            expects,
             run,
         ));
     }
     out
 }
 
+/// A scenario's run and what it expects.
+type Run = fn(&Setup) -> Observed;
+type Expects = fn() -> Outcome;
+
 const IGNORE_LATE: Rule = Rule {
-    what: "ignoring late results of retired requests",
+    what: GuardRule::IgnoreLateResults,
     remove: |d| d.ignore_retired_result = false,
 };
 
@@ -192,51 +203,142 @@ fn aborted_hybrid() -> Extras {
     }
 }
 
+/// A retired result as its checks find it (see [`Outcome::ResultRetired`]).
+#[derive(Debug, Clone)]
+struct Retired {
+    status: u16,
+    err_type: Option<String>,
+    freed: Vec<RK>,
+    chunks_sent: u32,
+    sender_abort_failed: bool,
+    released_after_landing: bool,
+}
+
+impl Retired {
+    /// Prefill answered `status`, `freed` and the KV pages freed once
+    /// each, `chunks_sent` chunks sent.
+    fn new(status: u16, freed: &[RK], chunks_sent: u32) -> Self {
+        Retired {
+            status,
+            err_type: None,
+            freed: freed.to_vec(),
+            chunks_sent,
+            sender_abort_failed: false,
+            released_after_landing: false,
+        }
+    }
+
+    fn outcome(self) -> Outcome {
+        Outcome::ResultRetired {
+            status: self.status,
+            err_type: self.err_type,
+            freed: self.freed,
+            chunks_sent: self.chunks_sent,
+            sender_abort_failed: self.sender_abort_failed,
+            released_after_landing: self.released_after_landing,
+        }
+    }
+}
+
+fn retired(status: u16, freed: &[RK], chunks_sent: u32) -> Outcome {
+    Retired::new(status, freed, chunks_sent).outcome()
+}
+
+/// A request retired mid-prompt: two chunks sent, released after they landed.
+fn after_landing() -> Outcome {
+    Retired {
+        released_after_landing: true,
+        ..Retired::new(503, &[RK::MetadataBuffer], 2)
+    }
+    .outcome()
+}
+
+/// A sampling-mask abort: its status and error type kept, everything freed once.
+fn mask_kept(mask: SamplingMask, transport_error: bool) -> Outcome {
+    Retired {
+        err_type: Some(expected_err_type(mask).into()),
+        sender_abort_failed: transport_error,
+        ..Retired::new(mask.status(), ALL_HELD, 0)
+    }
+    .outcome()
+}
+
 /// The checks every retired result shares: retired at the result door,
 /// one `sender.abort()`, `kinds` freed once each, KV released once, no
 /// double free, one prefill answer with `status`, nothing sent after `sent`
-/// chunk sends.
-fn retired_once(ran: &Ran, r: u32, status: u16, kinds: &[RK], sent: usize) -> Result<(), String> {
-    let d = ran.door(r, DoorName::PrefillResult);
+/// chunk sends. Returns what it found.
+fn retired_once(
+    ran: &Ran,
+    r: u32,
+    status: u16,
+    kinds: &[RK],
+    sent: u32,
+) -> Result<Retired, Breach> {
+    let door = DoorName::PrefillResult;
+    let d = ran.door(r, door);
     ensure!(
         matches!(d, Some((DoorDecision::Retired, _))),
-        "the result door decided {}",
-        words::decided(d.map(|x| x.0))
+        Breach::DoorDecided {
+            door,
+            decided: d.as_ref().map(|x| x.0),
+            to_finish: d.and_then(|x| x.1),
+        }
     );
-    let sends = ran.sends(r);
+    let sends = ran.sends(r) as u32;
     ensure!(
         sends == sent,
-        "send_kv_chunk called {sends} time(s), expected {sent}"
+        Breach::ChunksSent {
+            sent: sends,
+            expected: sent
+        }
     );
-    let aborts = ran.count(r, |k| matches!(k, EventKind::SenderAbort { .. }));
-    ensure!(aborts == 1, "sender.abort() called {aborts} time(s)");
-    let frees = ran.frees(r, Worker::Prefill);
-    ensure!(frees == 1, "prefill KV released {frees} time(s)");
+    let aborts = ran.count(r, |k| matches!(k, EventKind::SenderAbort { .. })) as u32;
+    ensure!(aborts == 1, Breach::SenderAborts { calls: aborts });
+    let frees = ran.frees(r, Worker::Prefill) as u32;
+    ensure!(
+        frees == 1,
+        Breach::PagesReleased {
+            rid: ran.rid(r),
+            worker: Worker::Prefill,
+            releases: frees
+        }
+    );
     for &kind in kinds {
-        let n = ran.resource(r, kind, RA::Free);
-        let twice = ran.resource(r, kind, RA::DoubleFree);
+        let n = ran.resource(r, kind, RA::Free) as u32;
+        let twice = ran.resource(r, kind, RA::DoubleFree) as u32;
         ensure!(
             n == 1 && twice == 0,
-            "{} freed {n} time(s), {twice} double free(s)",
-            words::resource(kind)
+            Breach::ResourceFreed {
+                rid: ran.rid(r),
+                resource: kind,
+                frees: n,
+                double_frees: twice
+            }
         );
     }
     ensure!(
         ran.double_frees == 0,
-        "{} page double free(s)",
-        ran.double_frees
+        Breach::PageDoubleFrees {
+            count: ran.double_frees
+        }
     );
     let answers = ran.answers(r, Worker::Prefill);
     ensure!(
-        answers.len() == 1 && answers[0].0 == status,
-        "prefill answered {}, expected {status} once",
-        words::answers(&answers)
+        answers.len() == 1 && answers[0].status == status,
+        Breach::WorkerAnswered {
+            worker: Worker::Prefill,
+            answers,
+            expected: status
+        }
     );
     ensure!(
         ran.count(r, |k| matches!(k, EventKind::Attend { .. })) == 0,
-        "decode produced output for the aborted request"
+        Breach::Attended { rid: ran.rid(r) }
     );
-    Ok(())
+    Ok(Retired {
+        sender_abort_failed: ran.resource(r, RK::KvSender, RA::AbortFailed) > 0,
+        ..Retired::new(status, kinds, sends)
+    })
 }
 
 const ALL_HELD: &[RK] = &[RK::MetadataBuffer, RK::MambaSlot, RK::HicacheEntry];
@@ -245,8 +347,7 @@ fn final_result(setup: &Setup) -> Observed {
     let mut s = Script::new(setup);
     let r = s.request("acme", 0, 16, aborted_hybrid());
     judge(s.run(), |ran| {
-        retired_once(ran, r, 503, ALL_HELD, 0)?;
-        Ok("retired; KV, Mamba, metadata and HiCache freed once; nothing sent".into())
+        Ok(retired_once(ran, r, 503, ALL_HELD, 0)?.outcome())
     })
 }
 
@@ -263,7 +364,7 @@ fn aborted_mid_prompt(setup: &Setup, delay: Option<u64>) -> (Ran, u32) {
 }
 
 /// The prefill release of `r` comes after its last landed write.
-fn released_after_landing(ran: &Ran, r: u32) -> Result<(), String> {
+fn released_after_landing(ran: &Ran, r: u32) -> Result<(), Breach> {
     let last_landing = ran
         .of(r)
         .filter(|(_, k)| matches!(k, EventKind::KvLanded { .. }))
@@ -288,34 +389,39 @@ fn released_after_landing(ran: &Ran, r: u32) -> Result<(), String> {
             (Some(_), None) => true,
             _ => false,
         },
-        "prefill released at {}, not after its last chunk write landed ({})",
-        words::event(release),
-        words::event(last_landing)
+        Breach::ReleasedBeforeLanding {
+            release: release.map(|i| i as u32),
+            last_landing: last_landing.map(|i| i as u32),
+        }
     );
     ensure!(
         ran.stale_writes.is_empty(),
-        "writes copied freed pages: {}",
-        words::stale(&ran.stale_writes)
+        Breach::StaleWrites {
+            writes: ran.stale()
+        }
     );
     Ok(())
 }
 
+/// A request retired mid-prompt, released after its last landing.
+fn retired_after_landing(ran: &Ran, r: u32) -> Result<Outcome, Breach> {
+    let found = retired_once(ran, r, 503, &[RK::MetadataBuffer], 2)?;
+    released_after_landing(ran, r)?;
+    Ok(Retired {
+        released_after_landing: true,
+        ..found
+    }
+    .outcome())
+}
+
 fn middle_result(setup: &Setup) -> Observed {
     let (ran, r) = aborted_mid_prompt(setup, None);
-    judge(ran, |ran| {
-        retired_once(ran, r, 503, &[RK::MetadataBuffer], 2)?;
-        released_after_landing(ran, r)?;
-        Ok("retired at a middle chunk; released once after the earlier chunks landed".into())
-    })
+    judge(ran, |ran| retired_after_landing(ran, r))
 }
 
 fn inflight_chunk(setup: &Setup) -> Observed {
     let (ran, r) = aborted_mid_prompt(setup, Some(20_000));
-    judge(ran, |ran| {
-        retired_once(ran, r, 503, &[RK::MetadataBuffer], 2)?;
-        released_after_landing(ran, r)?;
-        Ok("release waited for the in-flight chunk, then happened once".into())
-    })
+    judge(ran, |ran| retired_after_landing(ran, r))
 }
 
 fn delayed_result(setup: &Setup) -> Observed {
@@ -330,8 +436,7 @@ fn delayed_result(setup: &Setup) -> Observed {
         },
     );
     judge(s.run(), |ran| {
-        retired_once(ran, r, 503, ALL_HELD, 0)?;
-        Ok("the late result was ignored: one retirement, release and answer".into())
+        Ok(retired_once(ran, r, 503, ALL_HELD, 0)?.outcome())
     })
 }
 
@@ -349,10 +454,9 @@ fn sender_abort_fails(setup: &Setup) -> Observed {
     judge(s.run(), |ran| {
         ensure!(
             ran.resource(r, RK::KvSender, RA::AbortFailed) == 1,
-            "sender.abort() did not fail as scripted"
+            Breach::SenderAbortDidNotFail
         );
-        retired_once(ran, r, 503, ALL_HELD, 0)?;
-        Ok("sender.abort() raised; KV and metadata still freed once; answered".into())
+        Ok(retired_once(ran, r, 503, ALL_HELD, 0)?.outcome())
     })
 }
 
@@ -364,8 +468,7 @@ fn grammar(setup: &Setup) -> Observed {
     let first = s.prompt(r)[1];
     s.extras_mut(r).grammar_allows = Some(vec![first + 1, first + 2]);
     judge(s.run(), |ran| {
-        retired_once(ran, r, 400, &[RK::MetadataBuffer], 0)?;
-        Ok("grammar rejected the first token; retired before transfer with 400".into())
+        Ok(retired_once(ran, r, 400, &[RK::MetadataBuffer], 0)?.outcome())
     })
 }
 
@@ -387,22 +490,37 @@ fn mamba_before_kv(setup: &Setup) -> Observed {
     judge(s.run(), |ran| {
         ensure!(
             ran.resource(r, RK::MambaSlot, RA::Allocate) == 1,
-            "no Mamba slot was allocated"
+            Breach::ResourceNotAllocated {
+                resource: RK::MambaSlot
+            }
         );
         let forwards = ran.count(r, |k| matches!(k, EventKind::Forward { .. }));
         ensure!(
             forwards == 0,
-            "the aborted request ran {forwards} forward(s)"
+            Breach::Forwards {
+                count: forwards as u32
+            }
         );
-        let n = ran.resource(r, RK::MambaSlot, RA::Free);
-        ensure!(n == 1, "the Mamba slot was freed {n} time(s)");
+        let n = ran.resource(r, RK::MambaSlot, RA::Free) as u32;
+        ensure!(
+            n == 1,
+            Breach::ResourceFreed {
+                rid: ran.rid(r),
+                resource: RK::MambaSlot,
+                frees: n,
+                double_frees: ran.resource(r, RK::MambaSlot, RA::DoubleFree) as u32
+            }
+        );
         let answers = ran.answers(r, Worker::Prefill);
         ensure!(
-            answers.len() == 1 && answers[0].0 == 503,
-            "prefill answered {}, not 503 once",
-            words::answers(&answers)
+            answers.len() == 1 && answers[0].status == 503,
+            Breach::WorkerAnswered {
+                worker: Worker::Prefill,
+                answers,
+                expected: 503
+            }
         );
-        Ok("Mamba slot allocated before KV, freed once; no forward".into())
+        Ok(Outcome::MambaSlotFreedBeforeKv { status: 503 })
     })
 }
 
@@ -419,17 +537,20 @@ fn sampling_mask(setup: &Setup, mask: SamplingMask, transport_error: bool) -> Ob
     let r = s.request("acme", 0, 16, extras);
     let status = mask.status();
     judge(s.run(), |ran| {
-        retired_once(ran, r, status, ALL_HELD, 0)?;
+        let found = retired_once(ran, r, status, ALL_HELD, 0)?;
+        let got = err_type(status);
         ensure!(
-            err_type(status) == expected_err_type(mask),
-            "error type {} instead of {}",
-            err_type(status),
-            expected_err_type(mask)
+            got == expected_err_type(mask),
+            Breach::ErrType {
+                got: got.into(),
+                expected: expected_err_type(mask).into()
+            }
         );
-        Ok(format!(
-            "{status} {} kept; everything freed once; the second result ignored",
-            err_type(status)
-        ))
+        Ok(Retired {
+            err_type: Some(got.into()),
+            ..found
+        }
+        .outcome())
     })
 }
 

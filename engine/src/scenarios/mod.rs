@@ -21,8 +21,8 @@ pub mod pool;
 pub mod receipts;
 pub mod related;
 pub mod script;
-pub(crate) mod words;
 
+use kvw_evidence::judged::{Breach, Expected, GuardRule, Observed as Seen, Outcome, Why};
 use kvw_evidence::{Event, Fix, RequestInfo, UPSTREAM_COMMIT, UPSTREAM_REPO};
 
 use crate::policy::Doors;
@@ -90,8 +90,8 @@ pub struct Guard {
 /// A rule inside a switch that a scenario depends on.
 #[derive(Debug, Clone, Copy)]
 pub struct Rule {
-    /// What the rule is, in a few words.
-    pub what: &'static str,
+    /// Which rule it is.
+    pub what: GuardRule,
     /// Remove it from a set of door rules.
     pub remove: fn(&mut Doors),
 }
@@ -125,30 +125,29 @@ impl Setup {
 }
 
 /// What a scenario run produced: the events and the assertion's result
-/// (`Ok(observed)` when it holds, `Err(why)` when it does not).
+/// (`Ok(outcome)` when it holds, `Err(breach)` at the first check that
+/// fails), both typed facts read off the run.
 #[derive(Debug, Clone)]
 pub struct Observed {
     pub events: Vec<Event>,
     pub requests: Vec<RequestInfo>,
     /// Page pictures of the first request, keyed by event index.
     pub pictures: Vec<(usize, kvw_evidence::PageView)>,
-    pub verdict: Result<String, String>,
+    pub verdict: Result<Outcome, Breach>,
 }
 
-/// One scenario.
+/// One scenario. Its description and what closes it are words, kept by
+/// the renderer under its name (`kvw_evidence::scenario_render::scenario_text`).
 #[derive(Debug, Clone, Copy)]
 pub struct Scenario {
     /// The upstream test function (and subtest id) it mirrors, or a name of its own.
     pub name: &'static str,
     pub gate: Gate,
-    pub description: &'static str,
     pub upstream: Option<Upstream>,
     pub guard: Guard,
-    /// The upstream change that closes it, or the basis of the closing switch.
-    pub closed_by: &'static str,
     pub record: Record,
-    /// What the assertion expects, in a few words.
-    pub expects: &'static str,
+    /// What the assertion expects when it holds.
+    pub expects: fn() -> Outcome,
     pub run: fn(&Setup) -> Observed,
 }
 
@@ -179,9 +178,9 @@ pub struct Judged {
     pub holds: bool,
     pub status: Status,
     /// What the record and the guard say should happen with these switches.
-    pub expected: String,
-    pub observed: String,
-    pub why: String,
+    pub expected: Expected,
+    pub observed: Seen,
+    pub why: Why,
     pub observed_run: Observed,
 }
 
@@ -212,27 +211,32 @@ impl Scenario {
             (true, true) => Status::Pass,
             (true, false) => Status::NotExercised,
         };
-        let guard = fix_names(self.guard.fixes);
+        let guard = self.guard.fixes.to_vec();
         let expected = match (exercised, self.record) {
-            (true, _) => format!("holds: {}", self.expects),
-            (false, Record::Fails) => format!("fails without {guard}"),
-            (false, Record::HoldsVacuously) => format!("not exercised without {guard}"),
+            (true, _) => Expected::Holds {
+                outcome: (self.expects)(),
+            },
+            (false, Record::Fails) => Expected::FailsWithout { guard },
+            (false, Record::HoldsVacuously) => Expected::NotExercisedWithout { guard },
         };
+        let guard = self.guard.fixes.to_vec();
         let (observed, why) = match &observed_run.verdict {
             Ok(o) => (
-                o.clone(),
+                Seen::Held { outcome: o.clone() },
                 if exercised {
-                    format!("guarded by {guard}")
+                    Why::GuardedBy { guard }
                 } else {
-                    format!("{guard} off: the defense was not tested")
+                    Why::Untested { guard }
                 },
             ),
             Err(e) => (
-                "assertion fails".to_string(),
-                if exercised {
-                    e.clone()
-                } else {
-                    format!("{e} ({guard} off)")
+                Seen::AssertionFails,
+                Why::Broke {
+                    breach: e.clone(),
+                    guard_off: guard
+                        .into_iter()
+                        .filter(|f| !setup.fixes.contains(f))
+                        .collect(),
                 },
             ),
         };
@@ -269,7 +273,16 @@ impl Scenario {
             // the rule's removal.
             let mut setup = Setup::new(self.guard.fixes);
             (rule.remove)(&mut setup.doors);
-            out.push((format!("without the rule: {}", rule.what), setup));
+            out.push((
+                format!(
+                    "without the rule: {}",
+                    kvw_evidence::scenario_render::guard_rule(
+                        rule.what,
+                        kvw_evidence::render::Lang::En
+                    )
+                ),
+                setup,
+            ));
         }
         out
     }

@@ -7,7 +7,7 @@
 //! server's start-up log states them; the scenarios send a prompt inside
 //! the context and beyond the pool, and the configuration answer.
 
-use super::words;
+use kvw_evidence::judged::{Breach, Outcome};
 use kvw_evidence::{EventKind, Fix, ProbeConfig};
 
 use super::script::{judge, Script};
@@ -61,29 +61,28 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "context_beyond_pool_is_never_answered_200",
             gate: Gate::PoolContext,
-            description: "context 256, prefill pool 112 (cap 106): a 128-token prompt within the context is never answered 200 and reads no foreign page",
             upstream: None,
             guard: Guard {
                 fixes: PATH_DEFENSES,
                 rule: None,
             },
-            closed_by: "PRs #36988, #38935, #39500 and read-time page tags (each alone)",
             record: Record::Fails,
-            expects: "an error status, no foreign page read",
+            expects: || Outcome::RefusedBeyondPool { status: None },
             run: beyond_pool,
         },
         Scenario {
             name: "pool_at_least_context_takes_no_reject_path",
             gate: Gate::PoolContext,
-            description: "the configuration answer: a prefill pool as large as the context admits the same prompt and serves it correctly",
             upstream: None,
             guard: Guard {
                 fixes: &[],
                 rule: None,
             },
-            closed_by: "configuration (prefill pool ≥ context)",
             record: Record::HoldsVacuously,
-            expects: "no input rejection; 200 with its own text",
+            expects: || Outcome::ServedOwnText {
+                door: None,
+                status: 200,
+            },
             run: pool_covers_context,
         },
     ]
@@ -96,14 +95,27 @@ fn beyond_pool(setup: &Setup) -> Observed {
     let r = s.request("umbrella", 1_000_000, 128, Extras::default());
     judge(s.run(), |ran| {
         let status = ran.status(r);
-        ensure!(status.is_some(), "never answered");
+        ensure!(
+            status.is_some(),
+            Breach::ClientGot {
+                rid: ran.rid(r),
+                status: None,
+                expected: None
+            }
+        );
         ensure!(
             status != Some(200),
-            "answered 200 to a prompt beyond the pool"
+            Breach::ClientGot200 { rid: ran.rid(r) }
         );
         let foreign = ran.foreign_reads(r);
-        ensure!(foreign == 0, "decode attended to {foreign} foreign page(s)");
-        Ok(format!("answered {}", status.unwrap_or(0)))
+        ensure!(
+            foreign == 0,
+            Breach::ForeignReads {
+                rid: ran.rid(r),
+                pages: foreign
+            }
+        );
+        Ok(Outcome::RefusedBeyondPool { status })
     })
 }
 
@@ -115,14 +127,8 @@ fn pool_covers_context(setup: &Setup) -> Observed {
         let rejected = ran.count(r, |k| {
             matches!(k, EventKind::InputCheck { rejected: true, .. })
         });
-        ensure!(rejected == 0, "the input check rejected the prompt");
-        let want = ran.want(r, 8);
-        let got = ran.responses[r as usize].as_ref();
-        ensure!(
-            got.is_some_and(|g| g.status == 200 && g.text == want),
-            "answered {}, not 200 with its own text",
-            words::status(got.map(|g| g.status))
-        );
-        Ok("admitted and answered 200 with its own text".into())
+        ensure!(rejected == 0, Breach::InputRejected { rid: ran.rid(r) });
+        let status = ran.own_text(r, 8)?;
+        Ok(Outcome::ServedOwnText { door: None, status })
     })
 }

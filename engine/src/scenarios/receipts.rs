@@ -29,7 +29,6 @@ pub fn info(s: &Scenario) -> ScenarioInfo {
     ScenarioInfo {
         name: s.name.into(),
         gate: s.gate.name().into(),
-        description: s.description.into(),
         upstream: s.upstream.map(|u| UpstreamTest {
             path: u.path.into(),
             test: u.test.into(),
@@ -37,8 +36,7 @@ pub fn info(s: &Scenario) -> ScenarioInfo {
             url: u.url(),
         }),
         guard_fixes: s.guard.fixes.to_vec(),
-        guard_rule: s.guard.rule.map(|r| r.what.to_string()),
-        closed_by: s.closed_by.into(),
+        guard_rule: s.guard.rule.map(|r| r.what),
         record: match s.record {
             Record::Fails => "fails".into(),
             Record::HoldsVacuously => "holds-vacuously".into(),

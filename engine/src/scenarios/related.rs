@@ -13,7 +13,7 @@
 //!   chunk outstanding (model assumption: closed with the drain-ack work the
 //!   record groups under `deferred-release`).
 
-use super::words;
+use kvw_evidence::judged::{Breach, GuardRule, Outcome};
 use kvw_evidence::{EventKind, Fix, ResourceAction as RA, ResourceKind as RK, Worker};
 
 use super::script::{judge, Ran, Script};
@@ -25,97 +25,97 @@ use crate::transfer::Fault;
 const DEFERRED: &[Fix] = &[Fix::DeferredRelease];
 
 pub fn scenarios() -> Vec<Scenario> {
-    let drain = |name, description, rule, closed_by, run| Scenario {
+    let drain = |name, rule, run| Scenario {
         name,
         gate: Gate::LifetimeOwnership,
-        description,
         upstream: None,
         guard: Guard {
             fixes: DEFERRED,
             rule: Some(rule),
         },
-        closed_by,
         record: Record::Fails,
-        expects: "no write lands outside its owner's pages; pages freed once, after the drain",
+        expects: || Outcome::FreedOnceAfterDrain { drain_acks: None },
         run,
     };
     vec![
         Scenario {
             name: "late_write_corrupts_next_tenant",
             gate: Gate::LifetimeOwnership,
-            description: "decode times out on acme, frees its pages, umbrella reuses them and acme's late write lands in umbrella's decode (#24527)",
             upstream: None,
             guard: Guard {
                 fixes: DEFERRED,
                 rule: None,
             },
-            closed_by: "PR #35049 (deferred release), issue #24527",
             record: Record::Fails,
-            expects: "no stale write; umbrella reads only its own pages and answers its own text",
+            expects: || Outcome::LateWriteDrained {
+                writer: "acme-1".into(),
+                reader: "umbrella-1".into(),
+                status: 200,
+            },
             run: late_write,
         },
         Scenario {
             name: "mid_transfer_abort_answered_200_length",
             gate: Gate::TransferRead,
-            description: "a client abort after the last chunk was sent; prefill's inflight queue finishes the request with FINISH_LENGTH and answers 200 (#33507)",
             upstream: None,
             guard: Guard {
                 fixes: &[Fix::RetireAbortedPrefillResult, Fix::DeferredRelease],
                 rule: None,
             },
-            closed_by: "issue #33507; model assumption: the record does not name the closing change; in the engine either switch closes it (the pending abort applied under retire-aborted-prefill-result, PR #36988; the room closed to the sender by decode's abort under deferred-release)",
             record: Record::Fails,
-            expects: "no worker answers 200 for the aborted request",
+            expects: || Outcome::AbortNotAnswered200 { status: None },
             run: mid_transfer_abort,
         },
         Scenario {
             name: "metadata_buffer_index_collision",
             gate: Gate::LifetimeOwnership,
-            description: "an aborted request's result is processed twice, its metadata buffer index freed twice, and two later requests share it (#22716)",
             upstream: None,
             guard: Guard {
                 fixes: &[Fix::RetireAbortedPrefillResult],
                 rule: Some(Rule {
-                    what: "ignoring late results of retired requests",
+                    what: GuardRule::IgnoreLateResults,
                     remove: |d| d.ignore_retired_result = false,
                 }),
             },
-            closed_by: "issue #22716; PR #36988 (freed once, late results ignored)",
             record: Record::Fails,
-            expects: "every metadata index held by one request at a time, freed once",
+            expects: || Outcome::MetadataIndexOneHolder,
             run: metadata_collision,
         },
         drain(
             "drain_ack_target_dropped_before_drain",
-            "decode aborts with a write in flight and drops its drain-ack target, counting the room drained; the write lands in a freed page (#38961)",
             Rule {
-                what: "keeping the ack target until writes finish",
+                what: GuardRule::AckAfterWrites,
                 remove: |d| d.ack_waits_for_writes = false,
             },
-            "issue #38961; PR #40645",
             ack_target_dropped,
         ),
         drain(
             "drain_ack_one_per_room_under_fan_out",
-            "a room spread over two decode peers is counted drained on one peer's ack while the other still receives (#38961)",
             Rule {
-                what: "one ack per decode peer",
+                what: GuardRule::AckEveryPeer,
                 remove: |d| d.ack_every_peer = false,
             },
-            "issue #38961; PR #41402",
             fan_out,
         ),
         drain(
             "drain_ack_missing_for_cleared_room",
-            "decode clears a room with a chunk outstanding and never acks it, so its pages are never freed (#38961)",
             Rule {
-                what: "acking a cleared room once its chunk lands",
+                what: GuardRule::AckClearedRoom,
                 remove: |d| d.ack_cleared_room = false,
             },
-            "issue #38961; model assumption: closed by the drain-ack work under deferred-release (#40645, #41402, #41404)",
             cleared_room,
         ),
     ]
+}
+
+fn no_stale_write(ran: &Ran) -> Result<(), Breach> {
+    ensure!(
+        ran.stale_writes.is_empty(),
+        Breach::StaleWrites {
+            writes: ran.stale()
+        }
+    );
+    Ok(())
 }
 
 fn late_write(setup: &Setup) -> Observed {
@@ -132,24 +132,21 @@ fn late_write(setup: &Setup) -> Observed {
         },
     );
     judge(s.run(), |ran| {
-        ensure!(
-            ran.stale_writes.is_empty(),
-            "late write(s) landed outside their owner's pages: {}",
-            words::stale(&ran.stale_writes)
-        );
+        no_stale_write(ran)?;
         let foreign = ran.foreign_reads(umbrella);
         ensure!(
             foreign == 0,
-            "umbrella attended to {foreign} page(s) acme wrote"
+            Breach::ForeignReads {
+                rid: ran.rid(umbrella),
+                pages: foreign
+            }
         );
-        let want = ran.want(umbrella, 24);
-        let got = ran.responses[umbrella as usize].as_ref();
-        ensure!(
-            got.is_some_and(|g| g.status == 200 && g.text == want),
-            "umbrella answered {} with text that is not its own",
-            words::status(got.map(|g| g.status))
-        );
-        Ok("acme's pages held until its late write drained; umbrella correct".into())
+        let status = ran.own_text(umbrella, 24)?;
+        Ok(Outcome::LateWriteDrained {
+            writer: ran.rid(acme),
+            reader: ran.rid(umbrella),
+            status,
+        })
     })
 }
 
@@ -175,20 +172,23 @@ fn mid_transfer_abort(setup: &Setup) -> Observed {
         for worker in [Worker::Prefill, Worker::Decode] {
             let answers = ran.answers(acme, worker);
             ensure!(
-                answers.iter().all(|a| a.0 != 200),
-                "{} answered {} for a request its client aborted",
-                words::worker(worker),
-                words::answers(&answers)
+                answers.iter().all(|a| a.status != 200),
+                Breach::WorkerAnswered200 { worker, answers }
             );
         }
-        ensure!(ran.status(acme) != Some(200), "the client got 200");
-        Ok("both workers answered the abort, not 200".into())
+        ensure!(
+            ran.status(acme) != Some(200),
+            Breach::ClientGot200 { rid: ran.rid(acme) }
+        );
+        Ok(Outcome::AbortNotAnswered200 {
+            status: ran.status(acme),
+        })
     })
 }
 
 fn metadata_collision(setup: &Setup) -> Observed {
     let mut s = Script::new(setup);
-    let a = s.request(
+    s.request(
         "acme",
         0,
         16,
@@ -207,39 +207,49 @@ fn metadata_collision(setup: &Setup) -> Observed {
     s.request("initech", 1_000_500, 16, Extras::default());
     judge(s.run(), |ran| {
         for r in 0..ran.requests.len() as u32 {
-            let n = ran.resource_on(r, Worker::Prefill, RK::MetadataBuffer, RA::DoubleFree)
-                + ran.resource_on(r, Worker::Decode, RK::MetadataBuffer, RA::DoubleFree);
+            let on_both = |action| {
+                (ran.resource_on(r, Worker::Prefill, RK::MetadataBuffer, action)
+                    + ran.resource_on(r, Worker::Decode, RK::MetadataBuffer, action))
+                    as u32
+            };
+            let n = on_both(RA::DoubleFree);
             ensure!(
                 n == 0,
-                "{}: metadata buffer index freed twice or handed out while held ({n})",
-                ran.requests[r as usize].rid
+                Breach::ResourceFreed {
+                    rid: ran.rid(r),
+                    resource: RK::MetadataBuffer,
+                    frees: on_both(RA::Free),
+                    double_frees: n
+                }
             );
         }
         ensure!(
             ran.double_frees == 0,
-            "{} KV page double free(s)",
-            ran.double_frees
+            Breach::PageDoubleFrees {
+                count: ran.double_frees
+            }
         );
-        let _ = a;
-        Ok("each metadata index freed once; no two holders".into())
+        Ok(Outcome::MetadataIndexOneHolder)
     })
 }
 
 /// The drain checks: no stale write, and acme's decode pages freed once.
-fn drained(ran: &Ran, acme: u32) -> Result<String, String> {
+fn drained(ran: &Ran, acme: u32) -> Result<Outcome, Breach> {
+    no_stale_write(ran)?;
+    let frees = ran.frees(acme, Worker::Decode) as u32;
     ensure!(
-        ran.stale_writes.is_empty(),
-        "write(s) landed in pages acme no longer held: {}",
-        words::stale(&ran.stale_writes)
+        frees == 1,
+        Breach::PagesReleased {
+            rid: ran.rid(acme),
+            worker: Worker::Decode,
+            releases: frees
+        }
     );
-    let frees = ran.frees(acme, Worker::Decode);
-    ensure!(frees == 1, "acme's decode pages were freed {frees} time(s)");
     let acks = ran.count(acme, |k| matches!(k, EventKind::DrainAck { .. }));
-    Ok(format!(
-        "pages freed once after the drain ({acks} drain ack(s))"
-    ))
+    Ok(Outcome::FreedOnceAfterDrain {
+        drain_acks: Some(acks as u32),
+    })
 }
-
 fn ack_target_dropped(setup: &Setup) -> Observed {
     let (ran, acme) = aborted_in_flight(setup, 6, false);
     judge(ran, |ran| drained(ran, acme))

@@ -5,6 +5,7 @@
 //! back a [`Ran`] whose helpers answer the questions assertions ask: what a
 //! door decided, how often a resource was freed, what the client got.
 
+use kvw_evidence::judged::{Breach, Outcome, StaleWrite, WorkerAnswer};
 use kvw_evidence::{
     DoorDecision, DoorName, Event, EventKind, Fix, PoisonMode, ProbeConfig, RequestInfo,
     ResourceAction, ResourceKind, Scale, Worker,
@@ -214,16 +215,38 @@ impl Ran {
         })
     }
 
-    /// Worker answers of `req` by `worker`: `(status, finish_reason)`.
-    pub fn answers(&self, req: u32, worker: Worker) -> Vec<(u16, String)> {
+    /// Worker answers of `req` by `worker`.
+    pub fn answers(&self, req: u32, worker: Worker) -> Vec<WorkerAnswer> {
         self.of(req)
             .filter_map(|(_, k)| match k {
                 EventKind::WorkerAnswer {
                     worker: w,
                     status,
                     finish_reason,
-                } if *w == worker => Some((*status, finish_reason.clone())),
+                } if *w == worker => Some(WorkerAnswer {
+                    status: *status,
+                    finish_reason: finish_reason.clone(),
+                }),
                 _ => None,
+            })
+            .collect()
+    }
+
+    /// The request id of request `req`, as its events name it.
+    pub fn rid(&self, req: u32) -> String {
+        self.requests
+            .get(req as usize)
+            .map(|r| r.rid.clone())
+            .unwrap_or_default()
+    }
+
+    /// Writes that landed outside their owner's pages, by writer id.
+    pub fn stale(&self) -> Vec<StaleWrite> {
+        self.stale_writes
+            .iter()
+            .map(|&(req, page)| StaleWrite {
+                rid: self.rid(req),
+                page,
             })
             .collect()
     }
@@ -260,6 +283,20 @@ impl Ran {
         model::decode(&p[1..=new_tokens.min(p.len() - 1)])
     }
 
+    /// Request `req` was answered 200 with its own text (its first
+    /// `new_tokens` tokens echoed); the status, or the breach.
+    pub fn own_text(&self, req: u32, new_tokens: usize) -> Result<u16, Breach> {
+        let want = self.want(req, new_tokens);
+        let got = self.responses[req as usize].as_ref();
+        match got {
+            Some(g) if g.status == 200 && g.text == want => Ok(g.status),
+            _ => Err(Breach::NotOwnText {
+                rid: self.rid(req),
+                status: got.map(|g| g.status),
+            }),
+        }
+    }
+
     /// Pages decode attention read that another request wrote.
     pub fn foreign_reads(&self, req: u32) -> u64 {
         self.of(req)
@@ -271,7 +308,7 @@ impl Ran {
     }
 
     /// Turn into an [`Observed`] with this verdict.
-    pub fn observed(self, verdict: Result<String, String>) -> Observed {
+    pub fn observed(self, verdict: Result<Outcome, Breach>) -> Observed {
         Observed {
             events: self.events,
             requests: self.requests,
@@ -281,12 +318,12 @@ impl Ran {
     }
 }
 
-/// Fail the assertion with a reason unless `cond` holds.
+/// Fail the assertion with `breach` (a [`Breach`]) unless `cond` holds.
 #[macro_export]
 macro_rules! ensure {
-    ($cond:expr, $($why:tt)*) => {
+    ($cond:expr, $breach:expr) => {
         if !$cond {
-            return Err(format!($($why)*));
+            return Err($breach);
         }
     };
 }
@@ -297,7 +334,7 @@ pub fn on(setup: &Setup, f: Fix) -> bool {
 }
 
 /// Judge a finished run with `check`.
-pub fn judge(ran: Ran, check: impl FnOnce(&Ran) -> Result<String, String>) -> Observed {
+pub fn judge(ran: Ran, check: impl FnOnce(&Ran) -> Result<Outcome, Breach>) -> Observed {
     let verdict = check(&ran);
     ran.observed(verdict)
 }
