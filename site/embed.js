@@ -16,14 +16,20 @@
 // data-kvw-ready="1" once mounted.
 
 const base = new URL(".", import.meta.url);
-let explorer;
+const explorers = new Map();
 
-function loadExplorer() {
-  explorer ??= import(new URL("pkg/kvw_explorer.js", base).href).then(async (module) => {
-    await module.default({ module_or_path: new URL("pkg/kvw_explorer_bg.wasm", base) });
-    return module;
-  });
-  return explorer;
+// Each language has its own build (pkg/ English, pkg/it/ Italian), which
+// carries that language's text only; elements of both languages may share
+// a page, each loading its build once.
+function loadExplorer(lang) {
+  const pkg = lang === "it" ? "pkg/it/" : "pkg/";
+  if (!explorers.has(pkg)) {
+    explorers.set(pkg, import(new URL(pkg + "kvw_explorer.js", base).href).then(async (module) => {
+      await module.default({ module_or_path: new URL(pkg + "kvw_explorer_bg.wasm", base) });
+      return module;
+    }));
+  }
+  return explorers.get(pkg);
 }
 
 function ensureStyle() {
@@ -49,9 +55,9 @@ class KvwReplay extends HTMLElement {
     const key = this.getAttribute("key")
       ? new URL(this.getAttribute("key"), document.baseURI).href
       : new URL("kvw.pub.json", base).href;
-    const lang = this.getAttribute("lang") || document.documentElement.lang || "en";
+    const lang = (this.getAttribute("lang") || document.documentElement.lang || "en").toLowerCase().startsWith("it") ? "it" : "en";
     try {
-      const module = await loadExplorer();
+      const module = await loadExplorer(lang);
       for (const child of this.querySelectorAll(":scope > [data-kvw-fallback]")) child.remove();
       await module.mount_to(this, receipt, key, lang, this.hasAttribute("sync-url"));
     } catch (error) {

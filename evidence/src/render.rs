@@ -18,10 +18,27 @@ pub enum Lang {
     It,
 }
 
+#[cfg(all(feature = "only-en", feature = "only-it"))]
+compile_error!("features `only-en` and `only-it` exclude each other");
+
 impl Lang {
+    /// The language text comes out in: `self`, unless the crate is built for
+    /// one language only (feature `only-en` or `only-it`, as the browser
+    /// builds are, one per language), when every sentence of the other
+    /// language is compiled out.
+    pub const fn spoken(self) -> Lang {
+        if cfg!(feature = "only-en") {
+            Lang::En
+        } else if cfg!(feature = "only-it") {
+            Lang::It
+        } else {
+            self
+        }
+    }
+
     /// Pick the text of this language.
     pub fn pick<'a>(self, en: &'a str, it: &'a str) -> &'a str {
-        match self {
+        match self.spoken() {
             Lang::En => en,
             Lang::It => it,
         }
@@ -30,7 +47,7 @@ impl Lang {
 
 macro_rules! say {
     ($lang:expr, $en:literal, $it:literal $(, $arg:ident = $val:expr)* $(,)?) => {
-        match $lang {
+        match $lang.spoken() {
             Lang::En => format!($en $(, $arg = $val)*),
             Lang::It => format!($it $(, $arg = $val)*),
         }
@@ -58,7 +75,7 @@ pub fn step_name(n: u8, lang: Lang) -> &'static str {
         "Risposta",
     ];
     let i = usize::from(n.clamp(1, 7)) - 1;
-    match lang {
+    match lang.spoken() {
         Lang::En => EN[i],
         Lang::It => IT[i],
     }

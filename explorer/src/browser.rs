@@ -52,6 +52,29 @@ fn read_json<T: serde::de::DeserializeOwned>(id: &str) -> Result<T, String> {
     serde_json::from_slice(text.as_bytes()).map_err(|e| format!("page data: {e}"))
 }
 
+/// This build's language, refusing a page or element in another: a build
+/// carries one language's strings (see [`Lang::spoken`]), so hydrating an
+/// Italian page with the English build would rewrite it in English.
+fn speaks(lang: Lang) -> Result<Lang, String> {
+    if lang.spoken() == lang {
+        Ok(lang)
+    } else {
+        Err(format!(
+            "this browser build speaks {}, the page is in {}: load pkg/{}",
+            lang.spoken().code(),
+            lang.code(),
+            crate::i18n::pkg_folder(lang)
+        ))
+    }
+}
+
+/// The page's data, in this build's language.
+fn page_data() -> Result<PageData, String> {
+    let data: PageData = read_json(PAGE_DATA_ID)?;
+    speaks(data.lang)?;
+    Ok(data)
+}
+
 /// Start fetching `url`; the request runs while other work goes on.
 fn start_fetch(url: &str) -> Result<js_sys::Promise, String> {
     Ok(web_sys::window().ok_or("no window")?.fetch_with_str(url))
@@ -330,7 +353,7 @@ fn record_timing(started: f64) {
 #[wasm_bindgen]
 pub async fn hydrate() {
     install_panic_hook();
-    let data: PageData = match read_json(PAGE_DATA_ID) {
+    let data = match page_data() {
         Ok(data) => data,
         Err(e) => return log_error(&e),
     };
@@ -400,7 +423,7 @@ pub async fn hydrate() {
 #[wasm_bindgen]
 pub async fn compare() {
     install_panic_hook();
-    let data: PageData = match read_json(PAGE_DATA_ID) {
+    let data = match page_data() {
         Ok(data) => data,
         Err(e) => return log_error(&e),
     };
@@ -460,12 +483,13 @@ pub async fn mount_to(
     sync_url: bool,
 ) -> Result<(), JsValue> {
     install_panic_hook();
+    let lang = speaks(Lang::from_tag(&lang)).map_err(|e| JsValue::from_str(&e))?;
     let public_key = fetch_text(&public_key_url)
         .await
         .map_err(|e| JsValue::from_str(&e))?;
     let shown = verify_fetched(&receipt_url, start_fetch(&receipt_url), &public_key).await;
     let data = PageData {
-        lang: Lang::from_tag(&lang),
+        lang,
         root: String::new(),
         receipt: stem_of(&receipt_url),
         narratives: Vec::new(),

@@ -8,6 +8,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Folder of `lang`'s browser build under a site's `pkg/` (each build
+/// carries one language): `""` for English, the default, `it/` for Italian.
+pub fn pkg_folder(lang: Lang) -> &'static str {
+    match lang {
+        Lang::En => "",
+        Lang::It => "it/",
+    }
+}
+
 /// A language the site is published in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -47,9 +56,16 @@ impl Lang {
 
     /// Choose between the English and the Italian form of a string.
     pub fn pick(self, en: &'static str, it: &'static str) -> &'static str {
-        match self {
-            Lang::En => en,
-            Lang::It => it,
+        self.render().pick(en, it)
+    }
+
+    /// The language this build speaks for `self`: `self`, except in a
+    /// one-language browser build (features `only-en`, `only-it`), which
+    /// carries one language's strings and speaks only that one.
+    pub const fn spoken(self) -> Lang {
+        match kvw_evidence::render::Lang::spoken(self.render()) {
+            kvw_evidence::render::Lang::En => Lang::En,
+            kvw_evidence::render::Lang::It => Lang::It,
         }
     }
 
@@ -65,7 +81,7 @@ impl Lang {
     }
 
     /// The same language for the receipt renderer.
-    pub fn render(self) -> kvw_evidence::render::Lang {
+    pub const fn render(self) -> kvw_evidence::render::Lang {
         match self {
             Lang::En => kvw_evidence::render::Lang::En,
             Lang::It => kvw_evidence::render::Lang::It,

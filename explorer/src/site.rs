@@ -27,7 +27,8 @@
 //! en/compare-<stem>.html   <stem> next to the run without fixes
 //! receipts/<stem>.json     the DSSE envelopes, byte for byte
 //! kvw.pub.json             the bundle's public key
-//! pkg/                     hydrate build (kvw_explorer.js + .wasm), if given
+//! pkg/                     hydrate build, English (kvw_explorer.js + .wasm), if given
+//! pkg/it/                  the same, Italian (each build carries one language)
 //! style.css, embed.js, embed-example.html, EMBED.md
 //! *.gz, *.br               precompressed copies of the text files
 //! ```
@@ -61,7 +62,9 @@ const EMBED_JS: &str = include_str!("../../site/embed.js");
 const EMBED_EXAMPLE: &str = include_str!("../../site/embed-example.html");
 const EMBED_MD: &str = include_str!("../../site/EMBED.md");
 
-/// File names the hydrate build produces (see `scripts/build-wasm.sh`).
+/// File names the hydrate build produces (see `scripts/build-wasm.sh`), in
+/// its folder and, for the Italian build, in its `it/` subfolder
+/// ([`crate::i18n::pkg_folder`]).
 pub const WASM_JS: &str = "kvw_explorer.js";
 pub const WASM_BIN: &str = "kvw_explorer_bg.wasm";
 
@@ -88,7 +91,7 @@ impl SiteOptions {
         SiteOptions {
             bundle: bundle.into(),
             out: out.into(),
-            wasm_dir: pkg.join(WASM_BIN).is_file().then_some(pkg),
+            wasm_dir: wasm_complete(&pkg).then_some(pkg),
             narratives_dir: None,
             engine_source_base: DEFAULT_ENGINE_SOURCE_BASE.to_string(),
         }
@@ -129,7 +132,7 @@ pub enum SiteError {
     NoPublicKey(PathBuf),
     #[error("{0} holds no receipts (receipts/*.json)")]
     NoReceipts(PathBuf),
-    #[error("wasm folder {0} lacks {WASM_JS} or {WASM_BIN}; run scripts/build-wasm.sh")]
+    #[error("wasm folder {0} lacks {WASM_JS} or {WASM_BIN} (or it/ the same for Italian); run scripts/build-wasm.sh")]
     NoWasm(PathBuf),
     #[error("bundle refused: {0}")]
     Bundle(#[from] EvidenceError),
@@ -301,7 +304,7 @@ pub fn render_replay_page(
     let (early, boot) = if hydrate {
         (
             format!("<script>{RECEIPT_VERIFY}{EARLY_CHECK}</script>\n"),
-            boot_script(&data.root, "hydrate"),
+            boot_script(&data.root, lang, "hydrate"),
         )
     } else {
         (String::new(), String::new())
@@ -318,15 +321,17 @@ pub fn render_replay_page(
 }
 
 /// The module script that starts the browser side: `entry` is `hydrate`
-/// (replay pages) or `compare` (compare pages).
+/// (replay pages) or `compare` (compare pages); the build loaded is the
+/// one of the page's language.
 ///
 /// On a replay page the wasm download waits until the inline check's
 /// receipt has arrived (`window.kvwReceipt`), so on a slow link the two do
 /// not share the bandwidth and the badge is not held up by the wasm.
-fn boot_script(root: &str, entry: &str) -> String {
+fn boot_script(root: &str, lang: Lang, entry: &str) -> String {
+    let pkg = format!("{root}pkg/{}", crate::i18n::pkg_folder(lang));
     format!(
-        r#"<script type="module">import init, {{ {entry} }} from "{root}pkg/{WASM_JS}";
-Promise.resolve(window.kvwReceipt).catch(() => {{}}).then(() => init({{ module_or_path: "{root}pkg/{WASM_BIN}" }})).then(() => {entry}()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#
+        r#"<script type="module">import init, {{ {entry} }} from "{pkg}{WASM_JS}";
+Promise.resolve(window.kvwReceipt).catch(() => {{}}).then(() => init({{ module_or_path: "{pkg}{WASM_BIN}" }})).then(() => {entry}()).catch((e) => {{ document.documentElement.dataset.kvwError = String(e); console.error(e); }});</script>"#
     )
 }
 
@@ -362,7 +367,7 @@ pub fn render_compare_page(
     };
     let body = Owner::new().with(|| view! { <ComparePage app=app/> }.to_html());
     let (flag, boot) = if hydrate {
-        (JS_FLAG, boot_script(root, "compare"))
+        (JS_FLAG, boot_script(root, data.lang, "compare"))
     } else {
         ("", String::new())
     };
@@ -659,20 +664,32 @@ fn place(tmp: &Path, out: &Path, state: OutState) -> Result<(), SiteError> {
     }
 }
 
+/// The browser build's files, one pair per language, relative to its folder.
+fn wasm_files() -> impl Iterator<Item = String> {
+    Lang::ALL.into_iter().flat_map(|lang| {
+        [WASM_JS, WASM_BIN].map(|name| format!("{}{name}", crate::i18n::pkg_folder(lang)))
+    })
+}
+
+/// Whether `dir` holds the browser build of every language.
+fn wasm_complete(dir: &Path) -> bool {
+    wasm_files().all(|name| dir.join(name).is_file())
+}
+
 /// Copy the browser build into `out/pkg`; `Ok(false)` when none is given.
 fn copy_wasm(wasm_dir: Option<&Path>, out: &Path) -> Result<bool, SiteError> {
     let Some(dir) = wasm_dir else {
         return Ok(false);
     };
-    if !dir.join(WASM_JS).is_file() || !dir.join(WASM_BIN).is_file() {
+    if !wasm_complete(dir) {
         return Err(SiteError::NoWasm(dir.to_path_buf()));
     }
-    for name in [WASM_JS, WASM_BIN] {
-        let bytes = fs::read(dir.join(name)).map_err(|source| SiteError::Read {
-            path: dir.join(name),
+    for name in wasm_files() {
+        let bytes = fs::read(dir.join(&name)).map_err(|source| SiteError::Read {
+            path: dir.join(&name),
             source,
         })?;
-        write(&out.join("pkg").join(name), bytes)?;
+        write(&out.join("pkg").join(&name), bytes)?;
     }
     Ok(true)
 }

@@ -267,3 +267,47 @@ fn pages_embed_the_receipt_digest_not_the_receipt_and_share_one_catalog() {
     }
     assert!(report.compressed.files > 0 && report.compressed.brotli < report.compressed.raw);
 }
+
+/// Each language's pages load that language's browser build (pkg/ for
+/// English, pkg/it/ for Italian); a wasm folder missing one is refused.
+#[test]
+fn each_language_loads_its_own_browser_build() {
+    use kvw_explorer::site::{SiteError, WASM_BIN, WASM_JS};
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, wasm) = (tmp.path().join("bundle"), tmp.path().join("pkg"));
+    write_sample_bundle(&bundle).unwrap();
+    // The builder copies the build as it is; these bytes only mark which is which.
+    fs::create_dir_all(wasm.join("it")).unwrap();
+    for (dir, mark) in [(wasm.clone(), "en"), (wasm.join("it"), "it")] {
+        fs::write(dir.join(WASM_JS), format!("// {mark}")).unwrap();
+        fs::write(dir.join(WASM_BIN), mark).unwrap();
+    }
+    let out = tmp.path().join("site");
+    let mut opts = SiteOptions::new(&bundle, &out);
+    opts.wasm_dir = Some(wasm.clone());
+    let report = build_site(&opts).expect("site builds");
+    assert!(report.wasm);
+    let stem = &report.verified[0];
+    let page =
+        |lang: &str| fs::read_to_string(out.join(lang).join(format!("{stem}.html"))).unwrap();
+    assert!(page("en").contains("from \"../pkg/kvw_explorer.js\""));
+    assert!(page("en").contains("\"../pkg/kvw_explorer_bg.wasm\""));
+    assert!(page("it").contains("from \"../pkg/it/kvw_explorer.js\""));
+    assert!(page("it").contains("\"../pkg/it/kvw_explorer_bg.wasm\""));
+    assert_eq!(
+        fs::read_to_string(out.join("pkg/it").join(WASM_BIN)).unwrap(),
+        "it"
+    );
+    assert_eq!(
+        fs::read_to_string(out.join("pkg").join(WASM_BIN)).unwrap(),
+        "en"
+    );
+
+    fs::remove_file(wasm.join("it").join(WASM_BIN)).unwrap();
+    let out = tmp.path().join("site2");
+    let mut opts = SiteOptions::new(&bundle, &out);
+    opts.wasm_dir = Some(wasm);
+    let err = build_site(&opts).unwrap_err();
+    assert!(matches!(err, SiteError::NoWasm(_)), "{err}");
+    assert!(!out.exists(), "nothing written");
+}

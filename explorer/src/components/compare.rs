@@ -161,7 +161,7 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
     let pages = step.pages.map(|v| {
         let read = pages::total(&v.read);
         let foreign = pages::pages_of_class(&v, &v.read, WriterClass::OtherTenant);
-        match lang {
+        match lang.spoken() {
             Lang::En => format!(
                 "pages: reserved {} · transferred {} · read {read} ({foreign} another tenant's)",
                 pages::total(&v.reserved),

@@ -175,7 +175,7 @@ fn summary(view: &PageView, lang: Lang) -> String {
     );
     // A run counted down (`7→5`) is explained with the first one shown.
     let arrow = match pages::first_down_run(&view.reserved) {
-        Some((label, listed)) => match lang {
+        Some((label, listed)) => match lang.spoken() {
             Lang::En => format!(", in page-table order; {label} means {listed}"),
             Lang::It => {
                 format!(", nell'ordine della tabella delle pagine; {label} vuol dire {listed}")
@@ -183,7 +183,7 @@ fn summary(view: &PageView, lang: Lang) -> String {
         },
         None => String::new(),
     };
-    match lang {
+    match lang.spoken() {
         Lang::En => format!(
             "Decode reserved {reserved} page(s) for this request (pages {}{arrow}); the transfer wrote {transferred} (pages {}); attention read {read} (pages {}), of which {foreign} were left by another tenant and {same} by the same tenant.",
             pages::ranges_label(&view.reserved), pages::ranges_label(&view.transferred), pages::ranges_label(&view.read)

@@ -21,7 +21,7 @@ pub fn ResponseView(verdict: Verdict, tenant: Option<String>, lang: Lang) -> imp
     view! {
         <div class="response">
             <p class="label">{match tenant {
-                Some(t) => match lang {
+                Some(t) => match lang.spoken() {
                     Lang::En => format!("What tenant {t} received:"),
                     Lang::It => format!("Cosa ha ricevuto il tenant {t}:"),
                 },
