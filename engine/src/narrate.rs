@@ -600,3 +600,111 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
     }
     steps
 }
+
+#[cfg(test)]
+mod tests {
+    use kvw_evidence::render::Lang;
+    use kvw_evidence::source_words::{source_label, SourceLabel};
+    use kvw_evidence::{AbortCause, PoisonMode, StopCause, Worker};
+
+    use super::*;
+
+    /// Every label a step can cite reads as code or in Italian words: none
+    /// is left as English on an Italian page.
+    #[test]
+    fn every_source_label_has_its_italian() {
+        let mut claims = vec![
+            Claim::Dispatched {
+                prompt_len: 1,
+                room: 1,
+            },
+            Claim::InputRejected {
+                worker: Worker::Prefill,
+                input_len: 2,
+                cap: 1,
+            },
+            Claim::InputAccepted {
+                worker: Worker::Prefill,
+                input_len: 1,
+                cap: 2,
+            },
+            Claim::Reserved {
+                pages: 1,
+                tokens: 1,
+                page_size: 1,
+                previously_written: 0,
+            },
+            Claim::NothingReserved,
+            Claim::Forwarded {
+                tokens: 1,
+                prompt_len: 1,
+                pages: 1,
+            },
+            Claim::HandoffSent {
+                pages_sent: 1,
+                pages_reserved: 1,
+                tokens_covered: 1,
+                prompt_len: 1,
+                with_checksum: false,
+                stale_tail_slots: 0,
+            },
+            Claim::ResultRetired,
+            Claim::HandoffAccepted {
+                pages_written: 1,
+                pages_reserved: 1,
+            },
+            Claim::HandoffAborted {
+                cause: AbortCause::Timeout,
+                status: 500,
+            },
+            Claim::Attended {
+                pages_read: 1,
+                positions: 1,
+                foreign_pages: 0,
+            },
+            Claim::LaterForeignReads {
+                decode_step: 1,
+                pages: 1,
+            },
+            Claim::PoisonFound {
+                pages: 1,
+                mode: PoisonMode::Refuse,
+            },
+            Claim::TagRefused { index: 0, page: 1 },
+            Claim::Answered {
+                prefill_status: None,
+                decode_status: Some(200),
+                status: 200,
+                latency_us: 1,
+                outcome: Outcome::Correct,
+            },
+            Claim::NotReached {
+                because: StopCause::Other,
+            },
+        ];
+        for &door in DoorName::VALUES {
+            for &decision in DoorDecision::VALUES {
+                claims.push(Claim::Door {
+                    door,
+                    decision,
+                    finished: false,
+                    to_finish_set: true,
+                });
+            }
+        }
+        let mut labels = 0;
+        for claim in &claims {
+            for source in sources(claim) {
+                labels += 1;
+                let shown = source_label(&source.label, Lang::It);
+                assert!(
+                    !matches!(shown, SourceLabel::English(_)),
+                    "{:?}: label {:?} has no Italian",
+                    claim,
+                    source.label
+                );
+            }
+        }
+        assert!(labels >= 22, "{labels} labels");
+    }
+}

@@ -28,6 +28,7 @@ pub mod scenario;
 pub mod scenario_render;
 mod scenario_words;
 pub mod schema;
+pub mod source_words;
 pub mod statement;
 pub mod tagged;
 pub mod vocab;

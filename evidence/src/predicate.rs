@@ -7,6 +7,11 @@
 //!
 //! Unknown fields are refused everywhere (`deny_unknown_fields`): a receipt
 //! that says more than this schema knows is not silently half-read.
+//!
+//! Two kinds of type are read back without serde's own derive, to keep the
+//! browser build small: named values (the enums without data, which derive
+//! only `Serialize`) through the table in [`crate::vocab`], and the tagged
+//! enums [`EventKind`] and [`Claim`] through [`crate::tagged`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

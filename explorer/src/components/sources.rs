@@ -1,6 +1,8 @@
 //! Links from a step to pinned upstream lines and the engine's own source.
 
+use kvw_evidence::source_words::{source_label as label_in, SourceLabel};
 use kvw_evidence::{SourceOrigin, SourceRef};
+use leptos::either::Either;
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
@@ -26,12 +28,24 @@ pub fn SourceLinks(
                         SourceOrigin::Upstream => "SGLang",
                         SourceOrigin::Engine => "kvwitness",
                     };
+                    // Code reads the same in every language; a label the
+                    // renderer does not know stays the receipt's English.
+                    let (code, text, english) = match label_in(&s.label, lang.render()) {
+                        SourceLabel::Code(code) => (true, code, false),
+                        SourceLabel::Words(words) => (false, words, false),
+                        SourceLabel::English(text) => (false, text, true),
+                    };
+                    let text = text.to_string();
+                    let label = if code {
+                        Either::Left(view! { <code>{text}</code> })
+                    } else {
+                        Either::Right(view! { <span lang=english.then_some("en")>{text}</span> })
+                    };
                     view! {
                         <li>
                             <span class="origin">{origin}</span>" "
                             <a href=href><code>{source_label(&s)}</code></a>
-                            // The label is the receipt's own English words.
-                            " — "<span lang=(lang != Lang::En).then_some("en")>{s.label.clone()}</span>
+                            " — "{label}
                         </li>
                     }
                 }).collect_view()}
