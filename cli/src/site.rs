@@ -34,8 +34,9 @@ pub struct SiteBuildArgs {
     /// Output folder for the site.
     #[arg(long)]
     pub out: PathBuf,
-    /// Folder with the browser build (kvw_explorer.js, kvw_explorer_bg.wasm)
-    /// from scripts/build-wasm.sh. Default: site/pkg of this checkout, if built.
+    /// Folder with the browser build (kvw_explorer.js, kvw_explorer_bg.wasm;
+    /// the Italian build in it/) from scripts/build-wasm.sh. Default: site/pkg
+    /// of this checkout, if built.
     #[arg(long, conflicts_with = "no_wasm")]
     pub wasm: Option<PathBuf>,
     /// Build a site without the browser build (static pages only).
