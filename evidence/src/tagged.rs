@@ -41,7 +41,7 @@ pub fn flatten<T: Serialize>(value: &T) -> Result<Map<String, Value>, serde_json
             let Some((name, Value::Object(mut fields))) = outer.into_iter().next() else {
                 return Err(invalid("a tagged variant must have named fields"));
             };
-            fields.insert(TAG.to_string(), Value::String(name));
+            put(&mut fields, TAG, Value::String(name))?;
             Ok(fields)
         }
         _ => Err(invalid("not an enum variant")),
