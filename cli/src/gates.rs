@@ -95,23 +95,17 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
         )?;
     }
     let count = |s: Status| judged.iter().filter(|j| j.status == s).count();
+    let (pass, fail, idle, all) = (
+        count(Status::Pass),
+        count(Status::Fail),
+        count(Status::NotExercised),
+        judged.len(),
+    );
     outln!(
         "{}",
         match lang {
-            Lang::En => format!(
-                "{} pass, {} fail, {} not exercised of {}",
-                count(Status::Pass),
-                count(Status::Fail),
-                count(Status::NotExercised),
-                judged.len()
-            ),
-            Lang::It => format!(
-                "{} superati, {} falliti, {} non esercitati su {}",
-                count(Status::Pass),
-                count(Status::Fail),
-                count(Status::NotExercised),
-                judged.len()
-            ),
+            Lang::En => format!("{pass} pass, {fail} fail, {idle} not exercised of {all}"),
+            Lang::It => format!("{pass} superati, {fail} falliti, {idle} non esercitati su {all}"),
         }
     )?;
     if let Some(dir) = &args.out {
@@ -122,8 +116,8 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
         bail!(
             "not every gate passes with fixes {} ({} fail, {} not exercised)",
             fixes_text(fixes),
-            count(Status::Fail),
-            count(Status::NotExercised)
+            fail,
+            idle
         );
     }
     Ok(())

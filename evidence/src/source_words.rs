@@ -27,8 +27,9 @@ pub enum SourceLabel<'a> {
 /// How `label` reads in `lang`.
 pub fn source_label(label: &str, lang: Lang) -> SourceLabel<'_> {
     // One `match` rather than a table, so a one-language build keeps only
-    // its own language's words (see [`Lang::spoken`]).
-    let words = |en: &'static str, it: &'static str| SourceLabel::Words(lang.pick(en, it));
+    // its own language's words (see [`Lang::spoken`]); the English words
+    // are the signed label itself.
+    let words = |it: &'static str| SourceLabel::Words(lang.pick(label, it));
     match label {
         "Req::set_finish_with_abort"
         | "policy::prefill_admission_door"
@@ -41,47 +42,35 @@ pub fn source_label(label: &str, lang: Lang) -> SourceLabel<'_> {
         | "DecodeTransferQueue.pop_transferred"
         | "policy::handoff_door"
         | "policy::router_answer" => SourceLabel::Code(label),
-        "Req.set_finish_with_abort(): to_finish and a one-token placeholder" => words(
-            "Req.set_finish_with_abort(): to_finish and a one-token placeholder",
-            "Req.set_finish_with_abort(): to_finish e un segnaposto di un token",
-        ),
-        "Req.finished() reads only finished_reason" => words(
-            "Req.finished() reads only finished_reason",
-            "Req.finished() legge solo finished_reason",
-        ),
-        "policy::entry_door and is_unadmitted_reject" => words(
-            "policy::entry_door and is_unadmitted_reject",
-            "policy::entry_door e is_unadmitted_reject",
-        ),
-        "prealloc: _pre_alloc from decode's origin_input_ids" => words(
-            "prealloc: _pre_alloc from decode's origin_input_ids",
-            "prealloc: _pre_alloc dagli origin_input_ids del decode",
-        ),
-        "the placeholder that replaced the prompt" => words(
-            "the placeholder that replaced the prompt",
-            "il segnaposto che ha preso il posto del prompt",
-        ),
-        "forward over origin_input_ids" => words(
-            "forward over origin_input_ids",
-            "forward sugli origin_input_ids",
-        ),
-        "update_finish_state() applies to_finish only later" => words(
-            "update_finish_state() applies to_finish only later",
-            "update_finish_state() applica to_finish solo più tardi",
-        ),
-        "TransferChannel::poll: complete once posted writes land" => words(
-            "TransferChannel::poll: complete once posted writes land",
-            "TransferChannel::poll: completo quando le scritture inviate sono arrivate",
-        ),
-        "paged_decode_attention over the whole page table" => words(
-            "paged_decode_attention over the whole page table",
-            "paged_decode_attention su tutta la tabella delle pagine",
-        ),
-        "poison-on-free check" => words("poison-on-free check", "controllo poison-on-free"),
-        "MiniLoadBalancer.generate returns decode's status" => words(
-            "MiniLoadBalancer.generate returns decode's status",
-            "MiniLoadBalancer.generate restituisce lo stato del decode",
-        ),
+        "Req.set_finish_with_abort(): to_finish and a one-token placeholder" => {
+            words("Req.set_finish_with_abort(): to_finish e un segnaposto di un token")
+        }
+        "Req.finished() reads only finished_reason" => {
+            words("Req.finished() legge solo finished_reason")
+        }
+        "policy::entry_door and is_unadmitted_reject" => {
+            words("policy::entry_door e is_unadmitted_reject")
+        }
+        "prealloc: _pre_alloc from decode's origin_input_ids" => {
+            words("prealloc: _pre_alloc dagli origin_input_ids del decode")
+        }
+        "the placeholder that replaced the prompt" => {
+            words("il segnaposto che ha preso il posto del prompt")
+        }
+        "forward over origin_input_ids" => words("forward sugli origin_input_ids"),
+        "update_finish_state() applies to_finish only later" => {
+            words("update_finish_state() applica to_finish solo più tardi")
+        }
+        "TransferChannel::poll: complete once posted writes land" => {
+            words("TransferChannel::poll: completo quando le scritture inviate sono arrivate")
+        }
+        "paged_decode_attention over the whole page table" => {
+            words("paged_decode_attention su tutta la tabella delle pagine")
+        }
+        "poison-on-free check" => words("controllo poison-on-free"),
+        "MiniLoadBalancer.generate returns decode's status" => {
+            words("MiniLoadBalancer.generate restituisce lo stato del decode")
+        }
         _ => SourceLabel::English(label),
     }
 }
