@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
 # Run every test of kvwitness, installing what the tests need first.
 #
-#   ./scripts/test.sh
+#   ./scripts/test.sh              every stage, in order
+#   ./scripts/test.sh --list       the stages, one line each: name and what it runs
+#   ./scripts/test.sh STAGE...     only those stages (names from --list), in the order given
 #
-# Stages: format and lint, the Rust test suites (engine, evidence, kernels,
-# explorer SSR), the attack set (hostile bundles, requests and arguments
-# against the kvw binary; also part of `cargo test`, run on its own here so
-# its counts are printed), the published bundle verified with --reproduce, receipt
-# interop (sha256sum, python securesystemslib, the wasm32 verifier under
-# Node), the CUDA compile check (NVRTC + ptxas from PyPI wheels), the
-# explorer in headless Chromium, the site's size for the full fix matrix
-# (against the 8 MB target), the official `openai` Python client against
-# `kvw serve --openai`, `kvw audit` against llama.cpp's server (PyPI
-# llama-cpp-python; compiled once into the cache), and the benchmarks (printed, never
-# asserted). Every stage runs; the script exits non-zero if any failed.
+# Each stage runs once and no stage repeats another's tests: `rust` runs every
+# Rust suite except the attack set, which has a stage of its own so its
+# counts are printed; the explorer's Rust tests are part of `rust`, its
+# browser tests part of `explorer`. Every selected stage runs; the script
+# exits non-zero if any failed and ends with one `summary: N passed, N failed`
+# line. Benchmarks print figures and are never asserted.
 #
 # Caches go under ${KVW_CACHE:-$HOME/.cache/kvwitness}; set CARGO_TARGET_DIR
 # to keep cargo's build outside the checkout.
@@ -28,39 +25,46 @@ bundle="evidence/bundles/incident"
 # Receipts signed during tests use a throwaway key, never the user's.
 export KVW_KEY="${KVW_KEY:-$KVW_CACHE/test-signing-key.json}"
 
-passed=0
-failed=0
-failures=()
-stage() {
-  local name="$1"
-  shift
-  echo
-  echo "=== $name"
-  local t0=$SECONDS
-  if "$@"; then
-    passed=$((passed + 1))
-    echo "=== $name: ok ($((SECONDS - t0)) s)"
-  else
-    failed=$((failed + 1))
-    failures+=("$name")
-    echo "=== $name: FAILED ($((SECONDS - t0)) s)"
-  fi
+# name|description|command (a function below or a script), in run order.
+stages=(
+  "toolchain|install the wasm32 target, wasm-bindgen-cli, Chromium|./scripts/setup.sh"
+  "fmt|cargo fmt --check|cargo fmt --all -- --check"
+  "clippy|cargo clippy -D warnings, native, CUDA feature and wasm32 builds|lint"
+  "rust|every Rust test suite except the attack set (unit, integration, doc, explorer SSR, wasm export)|rust_tests"
+  "attacks|the attack set: hostile bundles, requests, servers and arguments against the kvw binary|cargo test -p kvw --test attacks -- --nocapture --test-threads 2"
+  "build|release build of kvw (the binary the stages below run)|cargo build --release --bin kvw"
+  "published-bundle|kvw verify --reproduce on the published bundle|with_kvw $kvw verify $bundle --reproduce"
+  "interop|receipts through sha256sum, Python securesystemslib and the wasm32 verifier under Node|./scripts/ci/evidence-interop.sh $bundle"
+  "cuda|CUDA kernels compile-checked with NVRTC and ptxas (PyPI wheels), emulator against the CPU reference|./scripts/ci/cuda-compile-check.sh"
+  "explorer|the explorer in headless Chromium (browser build, site, end-to-end tests)|./scripts/ci/explorer.sh $bundle"
+  "site-size|the explorer's size for the full fix matrix against the 8 MB target (needs the explorer stage's browser build)|with_kvw ./scripts/ci/site-size.sh $kvw site/pkg"
+  "model-check|kvw check at a small bound: the counterexample with no fix, every property with all fixes|with_kvw model_check"
+  "gates-fuzz|kvw gates and kvw fuzz with and without fixes, the fuzz receipt reproduced|with_kvw gates_and_fuzz"
+  "openai|the official openai Python client against kvw serve --openai|with_kvw ./scripts/ci/openai-interop.sh $kvw"
+  "llama-cpp|kvw audit against llama.cpp's server (third party)|with_kvw ./scripts/ci/third-party-audit.sh $kvw"
+  "bench|kvw bench (figures printed, never asserted)|with_kvw $kvw bench --reps 2"
+)
+
+lint() {
+  cargo clippy --workspace --all-targets -- -D warnings &&
+    cargo clippy -p kvw-kernels -p kvw-engine --all-targets --features kvw-engine/cuda -- -D warnings &&
+    cargo check -p kvw-evidence --target wasm32-unknown-unknown --features wasm &&
+    cargo clippy -p kvw-explorer --lib --target wasm32-unknown-unknown --no-default-features --features hydrate -- -D warnings
 }
 
-stage "toolchain" ./scripts/setup.sh
-stage "cargo fmt" cargo fmt --all -- --check
-stage "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-stage "cargo clippy (cuda)" cargo clippy -p kvw-kernels -p kvw-engine --all-targets --features kvw-engine/cuda -- -D warnings
-stage "cargo check (evidence for wasm32)" cargo check -p kvw-evidence --target wasm32-unknown-unknown --features wasm
-stage "cargo clippy (wasm hydrate)" cargo clippy -p kvw-explorer --lib --target wasm32-unknown-unknown --no-default-features --features hydrate -- -D warnings
-stage "cargo test" cargo test --workspace
-stage "attack set (verify, site build, serve, probe, bundle)" cargo test -p kvw --test attacks -- --nocapture --test-threads 2
-stage "build kvw" cargo build --release --bin kvw
-stage "published bundle: kvw verify --reproduce" "$kvw" verify "$bundle" --reproduce
-stage "receipt interop" ./scripts/ci/evidence-interop.sh "$bundle"
-stage "cuda compile check" ./scripts/ci/cuda-compile-check.sh
-stage "explorer in chromium" ./scripts/ci/explorer.sh "$bundle"
-stage "explorer size for the full fix matrix" ./scripts/ci/site-size.sh "$kvw" site/pkg
+rust_tests() {
+  # The attack set is `test = false` in cli/Cargo.toml, so the workspace run
+  # leaves it to its own stage; the wasm export's test needs its feature.
+  cargo test --workspace &&
+    cargo test -p kvw-evidence --features wasm --test wasm_export
+}
+
+# A stage run on its own still gets an up-to-date release binary (a no-op
+# after the `build` stage).
+with_kvw() {
+  cargo build -q --release --bin kvw && "$@"
+}
+
 model_check() {
   # A small bound of both verdicts: pre-fix the isolation property fails
   # (exit 1) and the counterexample receipt verifies; all fixes hold.
@@ -74,7 +78,7 @@ model_check() {
   rm -rf "$dir"
   return $rc
 }
-stage "model check (kvw check, small bound)" model_check
+
 gates_and_fuzz() {
   # Every gate passes with all fixes; with none the recorded scenarios fail
   # (exit 1); a short randomized run without fixes finds a violation, shrinks
@@ -91,10 +95,57 @@ gates_and_fuzz() {
   rm -rf "$dir"
   return $rc
 }
-stage "gates and randomized runs (kvw gates, kvw fuzz)" gates_and_fuzz
-stage "openai python client against kvw serve --openai" ./scripts/ci/openai-interop.sh "$kvw"
-stage "kvw audit against llama.cpp's server (third party)" ./scripts/ci/third-party-audit.sh "$kvw"
-stage "benchmarks" "$kvw" bench --reps 2
+
+stage_field() { # stage_field LINE N
+  local IFS='|'
+  # shellcheck disable=SC2206
+  local parts=($1)
+  printf '%s' "${parts[$2]}"
+}
+
+if [[ "${1:-}" == "--list" ]]; then
+  for s in "${stages[@]}"; do
+    printf '%-18s %s\n' "$(stage_field "$s" 0)" "$(stage_field "$s" 1)"
+  done
+  exit 0
+fi
+
+selected=()
+if (($# == 0)); then
+  selected=("${stages[@]}")
+else
+  for want in "$@"; do
+    found=""
+    for s in "${stages[@]}"; do
+      if [[ "$(stage_field "$s" 0)" == "$want" ]]; then found="$s"; fi
+    done
+    if [[ -z "$found" ]]; then
+      echo "test.sh: unknown stage '$want' (scripts/test.sh --list names them)" >&2
+      exit 2
+    fi
+    selected+=("$found")
+  done
+fi
+
+passed=0
+failed=0
+failures=()
+for s in "${selected[@]}"; do
+  name="$(stage_field "$s" 0)"
+  cmd="$(stage_field "$s" 2)"
+  echo
+  echo "=== $name: $(stage_field "$s" 1)"
+  t0=$SECONDS
+  # shellcheck disable=SC2086
+  if eval $cmd; then
+    passed=$((passed + 1))
+    echo "=== $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+done
 
 echo
 if ((failed > 0)); then

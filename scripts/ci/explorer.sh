@@ -12,6 +12,8 @@
 # The browser tests also build a second, small site from the
 # `results_bundle` example (sample probes, a model check's counterexample, a
 # shrunk randomized run) to reach the page kinds the published bundle lacks.
+# The explorer's Rust tests (unit and static rendering) run with the other
+# Rust suites (`scripts/test.sh rust`), not here.
 # Outputs: site in ${KVW_SITE_OUT:-target/explorer-site}, screenshots in
 # ${KVW_SHOTS_DIR:-target/explorer-screenshots}.
 set -euo pipefail
@@ -37,9 +39,6 @@ if [ ! -x /usr/bin/chromium ]; then
     $SUDO apt-get install -y chromium chromium-driver
 fi
 command -v node >/dev/null || { echo "node (>= 20) is required" >&2; exit 1; }
-
-step "unit and static-rendering tests"
-cargo test -p kvw-explorer --features ssr
 
 step "browser build (wasm)"
 scripts/build-wasm.sh "$ROOT/site/pkg"
