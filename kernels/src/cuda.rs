@@ -27,6 +27,13 @@
 //! Decode attention fails closed exactly like the CPU reference: if any page
 //! a request would read carries a tag other than the reader's, the request
 //! gets [`TagRefused`] with the first refused page-table index, and no output.
+//!
+//! Decode has two kernel variants ([`DecodeVariant`]): the scalar reference
+//! kernel (`paged_decode_split_g*` + `paged_decode_reduce`, every group
+//! size) and, for groups that are a multiple of 8, the tensor-core kernel
+//! (`paged_decode_mma_g8`: mma.sync, a cp.async ring, the tag check ahead of
+//! the copies, split counts from the occupancy API, the merge fused into the
+//! last block).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -39,12 +46,30 @@ use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use crate::cpu::PagedAttention;
 use crate::layout::{KvLayout, TagRefused};
+use crate::sizing;
 
 /// Head dimension the decode kernel is built for.
 pub const HEAD_DIM: usize = 128;
 
 /// Threads per block of the split kernel (4 warps, 8 half-warp token groups).
 const SPLIT_THREADS: u32 = 128;
+
+/// Threads per block of the tensor-core kernel (4 warps).
+const MMA_THREADS: u32 = 128;
+
+/// Dynamic shared memory of the tensor-core kernel: its copy ring of 3
+/// stages of 64 tokens' K and V (32 KB each).
+pub const MMA_RING_BYTES: u32 = 3 * 64 * HEAD_DIM as u32 * 2 * 2;
+
+/// Which decode kernel runs a GQA chunk of 8 query heads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeVariant {
+    /// The scalar split kernel and the separate reduce (every chunk size).
+    Reference,
+    /// The tensor-core kernel with the fused merge (chunks of 8; smaller
+    /// chunks fall back to the reference kernel).
+    Mma,
+}
 
 /// How a decode step is cut into blocks. The defaults are the shipped
 /// choice; the GPU check measures alternatives against them.
@@ -55,9 +80,16 @@ pub struct DecodeTuning {
     /// (mostly from L2): fewer heads per block means fewer registers and
     /// more blocks in flight, at the price of more KV reads.
     pub max_heads_per_block: usize,
-    /// Blocks per multiprocessor the split sizing aims for: enough waves
-    /// that the last, partly filled one costs little.
+    /// Blocks per multiprocessor the reference variant's split sizing aims
+    /// for: enough waves that the last, partly filled one costs little.
+    /// (The tensor-core variant asks the occupancy API instead.)
     pub blocks_per_sm: usize,
+    /// The kernel for chunks of 8 query heads.
+    pub variant: DecodeVariant,
+    /// At most this many splits per request: a small limit makes every
+    /// split walk many pages (the GPU check uses it to put several pages,
+    /// and refused pages, inside one split).
+    pub max_splits: usize,
 }
 
 impl Default for DecodeTuning {
@@ -65,6 +97,65 @@ impl Default for DecodeTuning {
         DecodeTuning {
             max_heads_per_block: 8,
             blocks_per_sm: 16,
+            variant: DecodeVariant::Mma,
+            max_splits: usize::MAX,
+        }
+    }
+}
+
+/// Resources of one compiled kernel, as the driver reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelResources {
+    pub name: &'static str,
+    pub registers: i32,
+    /// Local memory per thread (spills and stack), bytes.
+    pub local_bytes: i32,
+    /// Static shared memory per block, bytes.
+    pub shared_bytes: i32,
+    /// Dynamic shared memory per block it is launched with, bytes.
+    pub dynamic_shared_bytes: u32,
+    pub threads: u32,
+    /// Blocks of it one SM holds at once (occupancy API).
+    pub max_blocks_per_sm: u32,
+}
+
+/// What the driver says about device 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub sm_count: i32,
+    /// `cuDriverGetVersion`, e.g. 13000 for 13.0.
+    pub driver_version: i32,
+    pub sm_clock_khz: i32,
+    pub memory_clock_khz: i32,
+    pub memory_bus_bits: i32,
+    pub l2_bytes: i32,
+    pub shared_per_sm_bytes: i32,
+    pub total_memory_bytes: usize,
+}
+
+impl DeviceInfo {
+    /// Peak DRAM bandwidth from the clocks (DDR: two transfers a clock).
+    pub fn peak_dram_gbps(&self) -> f64 {
+        2.0 * self.memory_clock_khz as f64 * 1e3 * (self.memory_bus_bits as f64 / 8.0) / 1e9
+    }
+}
+
+/// Where the loaded kernels came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelOrigin {
+    /// Compiled here by NVRTC for the device's architecture.
+    Nvrtc,
+    /// PTX files read from this folder (e.g. the CI-checked ones).
+    Ptx(String),
+}
+
+impl std::fmt::Display for KernelOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelOrigin::Nvrtc => write!(f, "NVRTC (compiled at start)"),
+            KernelOrigin::Ptx(dir) => write!(f, "PTX from {dir}"),
         }
     }
 }
@@ -81,7 +172,7 @@ pub struct KernelSource {
 }
 
 /// Every CUDA source of the crate, embedded at build time.
-pub const SOURCES: [KernelSource; 3] = [
+pub const SOURCES: [KernelSource; 5] = [
     KernelSource {
         file: "paged_decode_attention.cu",
         source: include_str!("../cuda/paged_decode_attention.cu"),
@@ -94,6 +185,11 @@ pub const SOURCES: [KernelSource; 3] = [
         ],
     },
     KernelSource {
+        file: "paged_decode_mma.cu",
+        source: include_str!("../cuda/paged_decode_mma.cu"),
+        functions: &["paged_decode_mma_g8"],
+    },
+    KernelSource {
         file: "page_checksum.cu",
         source: include_str!("../cuda/page_checksum.cu"),
         functions: &["adler32_page_partials", "adler32_combine"],
@@ -103,7 +199,15 @@ pub const SOURCES: [KernelSource; 3] = [
         source: include_str!("../cuda/page_scrub.cu"),
         functions: &["page_scrub"],
     },
+    KernelSource {
+        file: "bandwidth_probe.cu",
+        source: include_str!("../cuda/bandwidth_probe.cu"),
+        functions: &["stream_read"],
+    },
 ];
+
+/// Threads per block of `stream_read`.
+const PROBE_THREADS: u32 = 256;
 
 /// What went wrong on the GPU path.
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +253,17 @@ pub fn cuda_available() -> bool {
 pub fn nvrtc_available() -> bool {
     // SAFETY: only tries to open the NVRTC library by its usual names.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// NVRTC's version (major, minor), when it can be loaded.
+pub fn nvrtc_version() -> Option<(i32, i32)> {
+    if !nvrtc_available() {
+        return None;
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is present (checked above); two valid out-pointers.
+    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
 }
 
 /// Compile one source to PTX with NVRTC for `arch` (e.g. `compute_90`).
@@ -272,6 +387,7 @@ pub struct DecodePlan {
     num_splits: usize,
     scale_log2: f32,
     check_tags: bool,
+    variant: DecodeVariant,
     host_tables: Vec<Vec<u32>>,
     expected: Vec<u64>,
     tables: CudaSlice<u32>,
@@ -283,6 +399,8 @@ pub struct DecodePlan {
     part_l: CudaSlice<f32>,
     part_acc: CudaSlice<f32>,
     refused: CudaSlice<u32>,
+    /// Arrival counters of the fused merge (tensor-core variant).
+    arrivals: CudaSlice<u32>,
     out: CudaSlice<f32>,
     /// KV bytes one launch reads (K and V of every attended position).
     kv_bytes_read: usize,
@@ -315,6 +433,10 @@ impl DecodePlan {
     pub fn check_tags(&self) -> bool {
         self.check_tags
     }
+    /// The kernel variant that runs (the reference one for chunks under 8).
+    pub fn variant(&self) -> DecodeVariant {
+        self.variant
+    }
 }
 
 /// The compiled kernels on one device, with the stream they run on.
@@ -323,11 +445,15 @@ pub struct GpuKernels {
     stream: Arc<CudaStream>,
     name: String,
     sm_count: usize,
+    origin: KernelOrigin,
     split: [CudaFunction; 4],
     reduce: CudaFunction,
+    mma: CudaFunction,
+    mma_blocks_per_sm: usize,
     adler_partials: CudaFunction,
     adler_combine: CudaFunction,
     scrub: CudaFunction,
+    probe: CudaFunction,
     _modules: Vec<Arc<CudaModule>>,
 }
 
@@ -335,7 +461,7 @@ impl GpuKernels {
     /// Open device 0 and compile the kernels with NVRTC for its architecture.
     /// `Ok(None)`: no CUDA driver or no device, use the CPU reference.
     pub fn new() -> Result<Option<Self>, GpuError> {
-        Self::open(|ctx| {
+        Self::open(KernelOrigin::Nvrtc, |ctx| {
             let (major, minor) = ctx.compute_capability()?;
             let arch = format!("compute_{major}{minor}");
             SOURCES.iter().map(|s| compile_source(s, &arch)).collect()
@@ -346,7 +472,7 @@ impl GpuKernels {
     /// `dir` (as written by `kvw-nvrtc` or the CI compile check). No NVRTC
     /// needed. `Ok(None)`: no CUDA driver or no device.
     pub fn from_ptx_dir(dir: &Path) -> Result<Option<Self>, GpuError> {
-        Self::open(|_| {
+        Self::open(KernelOrigin::Ptx(dir.display().to_string()), |_| {
             SOURCES
                 .iter()
                 .map(|s| {
@@ -362,7 +488,32 @@ impl GpuKernels {
         })
     }
 
+    /// PTX from `dir` first (what CI compiled and assembled), NVRTC if that
+    /// fails (missing files, or a driver that cannot load them), or NVRTC
+    /// alone without `dir`. The error of a failed first try is returned
+    /// beside the kernels, so the caller can report it; when both fail the
+    /// error names both.
+    pub fn open_preferring_ptx(
+        dir: Option<&Path>,
+    ) -> Result<Option<(Self, Option<GpuError>)>, GpuError> {
+        let first = match dir {
+            Some(d) => match Self::from_ptx_dir(d) {
+                Ok(k) => return Ok(k.map(|k| (k, None))),
+                Err(e) => Some(e),
+            },
+            None => None,
+        };
+        match Self::new() {
+            Ok(k) => Ok(k.map(|k| (k, first))),
+            Err(e) => Err(match first {
+                Some(f) => invalid(format!("PTX: {f}; NVRTC: {e}")),
+                None => e,
+            }),
+        }
+    }
+
     fn open(
+        origin: KernelOrigin,
         ptx: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<Ptx>, GpuError>,
     ) -> Result<Option<Self>, GpuError> {
         // SAFETY: only tries to open the driver library by its usual names.
@@ -386,7 +537,26 @@ impl GpuKernels {
             .map(|p| ctx.load_module(p))
             .collect::<Result<_, _>>()?;
         let f = |m: usize, name: &str| modules[m].load_function(name);
+        let mma = f(1, "paged_decode_mma_g8")?;
+        // The ring is over the 48 KB a block gets without asking.
+        mma.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            MMA_RING_BYTES as i32,
+        )?;
+        let mma_blocks_per_sm = mma.occupancy_max_active_blocks_per_multiprocessor(
+            MMA_THREADS,
+            MMA_RING_BYTES as usize,
+            None,
+        )? as usize;
+        if mma_blocks_per_sm == 0 {
+            return Err(invalid(
+                "paged_decode_mma_g8 does not fit on one SM (occupancy 0)",
+            ));
+        }
         Ok(Some(GpuKernels {
+            mma,
+            mma_blocks_per_sm,
+            origin,
             split: [
                 f(0, "paged_decode_split_g1")?,
                 f(0, "paged_decode_split_g2")?,
@@ -394,9 +564,10 @@ impl GpuKernels {
                 f(0, "paged_decode_split_g8")?,
             ],
             reduce: f(0, "paged_decode_reduce")?,
-            adler_partials: f(1, "adler32_page_partials")?,
-            adler_combine: f(1, "adler32_combine")?,
-            scrub: f(2, "page_scrub")?,
+            adler_partials: f(2, "adler32_page_partials")?,
+            adler_combine: f(2, "adler32_combine")?,
+            scrub: f(3, "page_scrub")?,
+            probe: f(4, "stream_read")?,
             _modules: modules,
             ctx,
             stream,
@@ -408,6 +579,74 @@ impl GpuKernels {
     /// The device's name.
     pub fn device_name(&self) -> &str {
         &self.name
+    }
+    /// Where the kernels were loaded from.
+    pub fn origin(&self) -> &KernelOrigin {
+        &self.origin
+    }
+
+    /// The driver's description of device 0: clocks, L2, versions.
+    pub fn device_info(&self) -> Result<DeviceInfo, GpuError> {
+        use sys::CUdevice_attribute as A;
+        let at = |a| self.ctx.attribute(a);
+        let mut driver_version = 0;
+        // SAFETY: the driver is loaded (a context exists); valid out-pointer.
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result()?;
+        Ok(DeviceInfo {
+            name: self.name.clone(),
+            compute_capability: self.ctx.compute_capability()?,
+            sm_count: at(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            driver_version,
+            sm_clock_khz: at(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+            memory_clock_khz: at(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?,
+            memory_bus_bits: at(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
+            l2_bytes: at(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
+            shared_per_sm_bytes: at(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+            total_memory_bytes: self.ctx.total_mem()?,
+        })
+    }
+
+    /// Registers, local and shared memory and occupancy of every kernel.
+    pub fn kernel_resources(&self) -> Result<Vec<KernelResources>, GpuError> {
+        let mut out = Vec::new();
+        let names = [
+            "paged_decode_split_g1",
+            "paged_decode_split_g2",
+            "paged_decode_split_g4",
+            "paged_decode_split_g8",
+        ];
+        let mut all: Vec<(&'static str, &CudaFunction, u32, u32)> = names
+            .iter()
+            .zip(&self.split)
+            .map(|(n, f)| (*n, f, SPLIT_THREADS, 0))
+            .collect();
+        all.push(("paged_decode_reduce", &self.reduce, HEAD_DIM as u32, 0));
+        all.push((
+            "paged_decode_mma_g8",
+            &self.mma,
+            MMA_THREADS,
+            MMA_RING_BYTES,
+        ));
+        all.push(("adler32_page_partials", &self.adler_partials, 256, 0));
+        all.push(("adler32_combine", &self.adler_combine, 256, 0));
+        all.push(("page_scrub", &self.scrub, 256, 0));
+        all.push(("stream_read", &self.probe, PROBE_THREADS, 0));
+        for (name, f, threads, dynamic) in all {
+            out.push(KernelResources {
+                name,
+                registers: f.num_regs()?,
+                local_bytes: f.local_size_bytes()?,
+                shared_bytes: f.shared_size_bytes()?,
+                dynamic_shared_bytes: dynamic,
+                threads,
+                max_blocks_per_sm: f.occupancy_max_active_blocks_per_multiprocessor(
+                    threads,
+                    dynamic as usize,
+                    None,
+                )?,
+            });
+        }
+        Ok(out)
     }
     /// Streaming multiprocessors on the device.
     pub fn sm_count(&self) -> usize {
@@ -511,6 +750,16 @@ impl GpuKernels {
     /// [`Self::prepare_decode`]. A refused page gives
     /// `Err(GpuError::Refused(..))` with the CPU reference's index.
     pub fn paged_decode_attention(&self, a: &PagedAttention<'_>) -> Result<Vec<f32>, GpuError> {
+        self.paged_decode_attention_tuned(a, DecodeTuning::default())
+    }
+
+    /// [`Self::paged_decode_attention`] with an explicit [`DecodeTuning`]
+    /// (kernel variant, split limit).
+    pub fn paged_decode_attention_tuned(
+        &self,
+        a: &PagedAttention<'_>,
+        tuning: DecodeTuning,
+    ) -> Result<Vec<f32>, GpuError> {
         let pool = self.upload_pool(a.layout, a.kv, a.tags.map(|t| t.page_tags))?;
         let req = DecodeRequest {
             page_table: a.page_table,
@@ -518,8 +767,14 @@ impl GpuKernels {
             q: a.q,
             expected_tag: a.tags.map_or(0, |t| t.expected),
         };
-        let mut plan =
-            self.prepare_decode(&pool, &[req], a.num_q_heads, a.sm_scale, a.tags.is_some())?;
+        let mut plan = self.prepare_decode_tuned(
+            &pool,
+            &[req],
+            a.num_q_heads,
+            a.sm_scale,
+            a.tags.is_some(),
+            tuning,
+        )?;
         self.launch_decode(&pool, &mut plan)?;
         let mut out = self.finish_decode(&pool, &plan)?;
         Ok(out.pop().expect("one request")?)
@@ -615,11 +870,34 @@ impl GpuKernels {
             flat.push(0);
         }
 
-        // Enough blocks for several waves over every multiprocessor.
+        let variant = if chunk == 8 {
+            tuning.variant
+        } else {
+            DecodeVariant::Reference
+        };
         let blocks_per_split = reqs.len() * l.num_kv_heads * (group / chunk);
-        let target =
-            (self.sm_count.max(1) * tuning.blocks_per_sm.max(1)).div_ceil(blocks_per_split);
-        let pages_per_split = max_pages.div_ceil(target.max(1)).max(1);
+        let pages_per_split = match variant {
+            // Splits from the occupancy API: whole waves of resident blocks.
+            DecodeVariant::Mma => {
+                let slots = self.sm_count * self.mma_blocks_per_sm;
+                let s = sizing::mma_splits(
+                    blocks_per_split,
+                    slots,
+                    max_pages,
+                    l.page_size,
+                    tuning.max_splits,
+                );
+                max_pages.div_ceil(s).max(1)
+            }
+            // Enough blocks for several waves over every multiprocessor.
+            DecodeVariant::Reference => sizing::reference_pages_per_split(
+                blocks_per_split,
+                self.sm_count,
+                tuning.blocks_per_sm,
+                max_pages,
+                tuning.max_splits,
+            ),
+        };
         let num_splits = max_pages.div_ceil(pages_per_split).max(1);
         if num_splits > i32::MAX as usize {
             return Err(invalid("too many splits"));
@@ -641,6 +919,7 @@ impl GpuKernels {
             num_splits,
             scale_log2: sm_scale * std::f32::consts::LOG2_E,
             check_tags,
+            variant,
             tables: s.clone_htod(&flat)?,
             offsets: s.clone_htod(&offsets)?,
             seq_lens: s.clone_htod(&seq_lens)?,
@@ -652,6 +931,7 @@ impl GpuKernels {
             part_l: s.alloc_zeros(rows)?,
             part_acc: s.alloc_zeros(rows * HEAD_DIM)?,
             refused: s.alloc_zeros(reqs.len())?,
+            arrivals: s.alloc_zeros(reqs.len() * (l.num_kv_heads * (group / chunk) + 1))?,
             out: s.alloc_zeros(reqs.len() * num_q_heads * HEAD_DIM)?,
             kv_bytes_read: positions * l.slot_elems() * 2,
         })
@@ -671,6 +951,10 @@ impl GpuKernels {
         }
         let s = &self.stream;
         s.memset_zeros(&mut plan.refused)?;
+        let mma = plan.variant == DecodeVariant::Mma;
+        if mma {
+            s.memset_zeros(&mut plan.arrivals)?;
+        }
         // With tags off the kernel never reads the tag buffers; pass the
         // expected-tag buffer in their place so every pointer is valid.
         let tags = match (&pool.tags, plan.check_tags) {
@@ -685,11 +969,12 @@ impl GpuKernels {
         let page_magic = (1u64 << 32).div_ceil(plan.page_size as u64) as u32;
         let pps = plan.pages_per_split as u32;
         let splits = plan.num_splits as u32;
-        let f = match plan.chunk {
-            1 => &self.split[0],
-            2 => &self.split[1],
-            4 => &self.split[2],
-            _ => &self.split[3],
+        let f = match (mma, plan.chunk) {
+            (true, _) => &self.mma,
+            (false, 1) => &self.split[0],
+            (false, 2) => &self.split[1],
+            (false, 4) => &self.split[2],
+            (false, _) => &self.split[3],
         };
         let cfg = LaunchConfig {
             grid_dim: (
@@ -697,8 +982,8 @@ impl GpuKernels {
                 (plan.num_kv_heads * (plan.group / plan.chunk)) as u32,
                 plan.batch as u32,
             ),
-            block_dim: (SPLIT_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+            block_dim: (if mma { MMA_THREADS } else { SPLIT_THREADS }, 1, 1),
+            shared_mem_bytes: if mma { MMA_RING_BYTES } else { 0 },
         };
         let mut b = s.launch_builder(f);
         b.arg(&pool.kv)
@@ -720,9 +1005,17 @@ impl GpuKernels {
             .arg(&mut plan.part_l)
             .arg(&mut plan.part_acc)
             .arg(&mut plan.refused);
-        // SAFETY: argument list matches `paged_decode_split_g*`; every index
-        // the kernel forms is bounded by the shapes checked in prepare_decode.
+        if mma {
+            b.arg(&mut plan.arrivals).arg(&mut plan.out);
+        }
+        // SAFETY: argument list matches `paged_decode_split_g*` (and, with
+        // the two extra buffers, `paged_decode_mma_g8`); every index the
+        // kernel forms is bounded by the shapes checked in prepare_decode.
         unsafe { b.launch(cfg) }?;
+        if mma {
+            // The last block of each head group merged the splits itself.
+            return Ok(());
+        }
 
         let heads = plan.num_q_heads as u32;
         let cfg = LaunchConfig {
@@ -838,6 +1131,45 @@ impl GpuKernels {
             })
         }?;
         Ok(s.clone_dtoh(&out)?[0])
+    }
+
+    // ------------------------------------------------------- stream probe
+
+    /// A sink for [`Self::launch_stream_read`]: one word per thread of a
+    /// persistent grid (blocks per SM from the occupancy API).
+    pub fn stream_sink(&self) -> Result<CudaSlice<u32>, GpuError> {
+        let per_sm =
+            self.probe
+                .occupancy_max_active_blocks_per_multiprocessor(PROBE_THREADS, 0, None)?;
+        let blocks = self.sm_count * per_sm.max(1) as usize;
+        Ok(self.stream.alloc_zeros(blocks * PROBE_THREADS as usize)?)
+    }
+
+    /// Queue a read of every byte of the pool (16-byte streaming loads, the
+    /// decode kernels' own), each thread writing the XOR of its words to
+    /// `sink`. The XOR of the whole sink then equals the XOR of the pool.
+    pub fn launch_stream_read(
+        &self,
+        pool: &DevicePool,
+        sink: &mut CudaSlice<u32>,
+    ) -> Result<(), GpuError> {
+        if !pool.bytes().is_multiple_of(16) {
+            return Err(invalid("pool size is not a multiple of 16 bytes"));
+        }
+        let n16 = (pool.bytes() / 16) as u64;
+        let blocks = (sink.len() / PROBE_THREADS as usize).max(1) as u32;
+        let mut b = self.stream.launch_builder(&self.probe);
+        b.arg(&pool.kv).arg(&n16).arg(sink);
+        // SAFETY: matches `stream_read`; reads n16 16-byte words of the pool
+        // (a whole number of them), writes blocks * PROBE_THREADS sink words.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (PROBE_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }?;
+        Ok(())
     }
 
     // --------------------------------------------------------------- scrub

@@ -13,9 +13,12 @@
 //! `kernels/cuda/`, launched through `cudarc` behind the `cuda` feature) must
 //! agree with them; `kvw-gpu-check` (feature `cuda`) compares the two on random inputs.
 
+pub mod accuracy;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod gpu_bench;
 pub mod layout;
+pub mod sizing;
 
 pub use layout::{KvLayout, TagCheck, TagRefused};

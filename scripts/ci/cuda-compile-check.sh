@@ -10,9 +10,14 @@
 # same NVRTC call path the GPU launchers use (`kvw-nvrtc`, cudarc with dynamic
 # loading), then assembled with `ptxas -arch=sm_90 -v -warn-spills -Werror`, so a
 # register spill fails the check. The register/spill lines are printed.
-# Finally the kernels are compiled with g++ against a small CUDA emulator
-# (kernels/cuda/emulator/) and run on the CPU against plain references
-# (needs g++; about 30 s; KVW_CUDA_EMULATE=0 skips it).
+# Every kernel variant is listed with its registers (the scalar reference
+# kernels paged_decode_split_g*, the tensor-core paged_decode_mma_g8).
+# Then the kernels are compiled with g++ against a small CUDA emulator
+# (kernels/cuda/emulator/) and run on the CPU against plain references, once
+# with cp.async copies landing at their wait and once at their issue (needs
+# g++; about a minute; KVW_CUDA_EMULATE=0 skips it). Last, on a machine
+# without a GPU, `scripts/gpu-check.sh --require-gpu` and
+# `kvw-gpu-check --require-gpu` must both fail with one clear line.
 #
 # Usage (from the repository root):  scripts/ci/cuda-compile-check.sh
 # Env: KVW_CACHE (cache root), CARGO_TARGET_DIR (as usual), KVW_PTX_OUT (keep the
@@ -56,8 +61,9 @@ chmod +x "$ptxas" 2>/dev/null || true
 export LD_LIBRARY_PATH="$nvrtc_lib:$rt_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 echo "cuda-compile-check: $("$ptxas" --version | tail -1)"
-cargo build --quiet -p kvw-kernels --features cuda --bin kvw-nvrtc
+cargo build --quiet -p kvw-kernels --features cuda --bin kvw-nvrtc --bin kvw-gpu-check
 nvrtc_bin="${CARGO_TARGET_DIR:-$root/target}/debug/kvw-nvrtc"
+check_bin="${CARGO_TARGET_DIR:-$root/target}/debug/kvw-gpu-check"
 
 if [[ -n "${KVW_PTX_OUT:-}" ]]; then
   ptx_dir="$KVW_PTX_OUT"
@@ -81,7 +87,18 @@ for ptx in "$ptx_dir"/*.ptx; do
   fi
   # Keep the per-function resource lines: name, registers, spills, shared memory.
   echo "$log" | grep -E "Compiling entry function|registers|spill" | sed 's/^ptxas info *: */  /'
+  # One line per kernel: name, registers, spill bytes, shared memory.
+  echo "$log" | awk '
+    /Compiling entry function/ { name = $0; sub(/.*function \047/, "", name); sub(/\047.*/, "", name) }
+    /bytes spill stores/ { split($0, a, ","); stores = a[2]; sub(/^ */, "", stores) }
+    /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); regs = substr($0, RSTART + 5, RLENGTH - 15);
+      smem = "0 bytes smem"; if (match($0, /[0-9]+ bytes smem/)) smem = substr($0, RSTART, RLENGTH);
+      printf "%s\t%s registers\t%s\t%s\n", name, regs, stores, smem }' >>"$ptx_dir/registers.tsv"
 done
+if [[ -s "$ptx_dir/registers.tsv" ]]; then
+  echo "== registers per kernel (sm_90)"
+  column -t -s $'\t' "$ptx_dir/registers.tsv" 2>/dev/null | sed 's/^/  /' || sed 's/^/  /' "$ptx_dir/registers.tsv"
+fi
 
 # Run the kernels on the CPU through the emulator (kernels/cuda/emulator/)
 # against plain references: the only execution of the CUDA code without a GPU.
@@ -93,9 +110,18 @@ if [[ "${KVW_CUDA_EMULATE:-1}" != 0 ]]; then
     if g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -I kernels/cuda/emulator -o "$emu" \
          kernels/cuda/emulator/check.cpp \
          "${inc[@]}" kernels/cuda/paged_decode_attention.cu \
+         "${inc[@]}" kernels/cuda/paged_decode_mma.cu \
          "${inc[@]}" kernels/cuda/page_checksum.cu \
-         "${inc[@]}" kernels/cuda/page_scrub.cu; then
-      "$emu" | sed 's/^/  /' || { echo "cuda-compile-check: emulated kernels FAILED" >&2; status=1; }
+         "${inc[@]}" kernels/cuda/page_scrub.cu \
+         "${inc[@]}" kernels/cuda/bandwidth_probe.cu; then
+      # Every case with copies landing at their wait; the tensor-core cases
+      # (the only cp.async user) once more with copies landing at issue.
+      for mode in wait issue; do
+        echo "  -- cp.async copies land at their $mode"
+        only=""; [[ $mode == issue ]] && only=mma
+        KVW_EMU_CP_ASYNC=$mode KVW_EMU_ONLY=$only "$emu" | sed 's/^/  /' ||
+          { echo "cuda-compile-check: emulated kernels FAILED (cp.async at $mode)" >&2; status=1; }
+      done
     else
       echo "cuda-compile-check: emulator build FAILED" >&2
       status=1
@@ -103,6 +129,27 @@ if [[ "${KVW_CUDA_EMULATE:-1}" != 0 ]]; then
   else
     echo "cuda-compile-check: g++ not found, emulated run skipped"
   fi
+fi
+
+# Without a GPU, asking for one must fail loudly: one line, non-zero exit.
+if ! command -v nvidia-smi >/dev/null && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' &&
+   [[ ! -e /usr/local/nvidia/lib64/libcuda.so.1 && ! -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ]]; then
+  echo "== --require-gpu on a machine without a GPU"
+  require_out="$(mktemp -d)"
+  for cmd in "OUT=$require_out scripts/gpu-check.sh --require-gpu" "$check_bin --require-gpu"; do
+    set +e
+    msg="$(env -u LD_LIBRARY_PATH bash -c "$cmd" 2>&1)"
+    rc=$?
+    set -e
+    lines="$(printf '%s\n' "$msg" | grep -c . || true)"
+    if [[ $rc -ne 0 && $lines -eq 1 ]]; then
+      echo "  ok (exit $rc): $msg"
+    else
+      echo "cuda-compile-check: '$cmd' gave exit $rc and $lines output lines: $msg" >&2
+      status=1
+    fi
+  done
+  rm -rf "$require_out"
 fi
 
 if [[ $status -ne 0 ]]; then
