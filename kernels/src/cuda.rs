@@ -242,11 +242,33 @@ fn invalid(msg: impl Into<String>) -> GpuError {
 /// Whether a CUDA driver library is present and sees at least one device.
 /// Never panics.
 pub fn cuda_available() -> bool {
+    matches!(cuda_probe(), Ok(n) if n > 0)
+}
+
+/// The number of CUDA devices, or why there are none to use: no driver
+/// library, a library that is not a usable driver (cudarc panics on a
+/// missing symbol; that is caught here, silently), or a driver error.
+pub fn cuda_probe() -> Result<usize, String> {
     // SAFETY: only tries to open the driver library by its usual names.
     if !unsafe { sys::is_culib_present() } {
-        return false;
+        return Err("no CUDA driver library (libcuda.so.1) on the library path".into());
     }
-    matches!(CudaContext::device_count(), Ok(n) if n > 0)
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let count = std::panic::catch_unwind(CudaContext::device_count);
+    std::panic::set_hook(hook);
+    match count {
+        Ok(Ok(n)) => Ok(n.max(0) as usize),
+        Ok(Err(e)) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => Ok(0),
+        Ok(Err(e)) => Err(format!("the CUDA driver fails: {e}")),
+        Err(p) => Err(format!(
+            "libcuda.so.1 loads but is not a usable driver ({})",
+            p.downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("panic")
+        )),
+    }
 }
 
 /// Whether NVRTC can be loaded. Never panics.
@@ -516,15 +538,9 @@ impl GpuKernels {
         origin: KernelOrigin,
         ptx: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<Ptx>, GpuError>,
     ) -> Result<Option<Self>, GpuError> {
-        // SAFETY: only tries to open the driver library by its usual names.
-        if !unsafe { sys::is_culib_present() } {
-            return Ok(None);
-        }
-        match CudaContext::device_count() {
+        match cuda_probe() {
             Ok(n) if n > 0 => {}
-            Ok(_) => return Ok(None),
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => return Ok(None),
-            Err(e) => return Err(e.into()),
+            _ => return Ok(None),
         }
         let ctx = CudaContext::new(0)?;
         let stream = ctx.new_stream()?;

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use kvw_kernels::cuda::{cuda_available, GpuError, GpuKernels};
+use kvw_kernels::cuda::{cuda_probe, GpuError, GpuKernels};
 
 const USAGE: &str =
     "kvw-gpu-check [--require-gpu] [--ptx-dir DIR] [--out DIR] [--batch B] [--tokens N] \
@@ -167,8 +167,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !cuda_available() {
-        let ok = no_device(&args, "no CUDA driver (libcuda.so.1) or no device found");
+    let devices = cuda_probe();
+    if !matches!(devices, Ok(n) if n > 0) {
+        let why = devices
+            .err()
+            .unwrap_or_else(|| "the driver sees no CUDA device".into());
+        let ok = no_device(&args, &why);
         return if ok {
             ExitCode::SUCCESS
         } else {
