@@ -555,6 +555,7 @@ impl GpuKernels {
         let f = |m: usize, name: &str| modules[m].load_function(name);
         let mma = f(1, "paged_decode_mma_g8")?;
         // The ring is over the 48 KB a block gets without asking.
+        ctx.bind_to_thread()?;
         mma.set_attribute(
             sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             MMA_RING_BYTES as i32,

@@ -123,12 +123,56 @@ fn compare(
     Ok(())
 }
 
+/// Cases run and worst RMS-relative error per variant.
+#[derive(Default)]
+struct Tally {
+    cases: usize,
+    worst: [f64; 2],
+}
+
+impl Tally {
+    /// Run `a` with every variant its group has (capped at `max_splits`
+    /// splits); `case` describes it for the report, given the variant.
+    fn each_variant(
+        &mut self,
+        gpu: &GpuKernels,
+        a: &PagedAttention<'_>,
+        max_splits: usize,
+        case: impl Fn(&str) -> Value,
+        rep: &mut Report,
+    ) -> Result<(), GpuError> {
+        for v in variants(a.num_q_heads / a.layout.num_kv_heads) {
+            let tuning = DecodeTuning {
+                variant: v,
+                max_splits,
+                ..DecodeTuning::default()
+            };
+            self.cases += 1;
+            compare(
+                gpu,
+                a,
+                tuning,
+                case(variant_name(v)),
+                &mut self.worst[v as usize],
+                rep,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn print(&self, what: &str) {
+        println!(
+            "{what}: {} cases, RMS-relative error: reference {:.2e}, mma {:.2e} (tolerance {TOLERANCE:.0e})",
+            self.cases, self.worst[0], self.worst[1]
+        );
+    }
+}
+
 /// Random small cases: page sizes 16, 32, 64; groups 1 to 16; tags off, on,
 /// and on with foreign pages inside the read range and just past it.
 pub fn attention(gpu: &GpuKernels, rep: &mut Report) -> Result<(), GpuError> {
     let mut rng = Rng(0x6b76_7731);
-    let mut worst = [0.0f64; 2];
-    let mut n = 0;
+    let mut tally = Tally::default();
     for &page_size in &[16usize, 32, 64] {
         for &(kv_heads, group) in &[(2usize, 1usize), (2, 2), (1, 3), (2, 4), (2, 8), (1, 16)] {
             for &tags_mode in &["off", "on", "refused"] {
@@ -183,27 +227,19 @@ pub fn attention(gpu: &GpuKernels, rep: &mut Report) -> Result<(), GpuError> {
                             expected: reader,
                         }),
                     };
-                    for v in variants(group) {
-                        let tuning = DecodeTuning {
-                            variant: v,
-                            ..DecodeTuning::default()
-                        };
-                        let case = json!({
-                            "kind": "attention", "variant": variant_name(v), "page_size": page_size,
+                    let case = |v: &str| {
+                        json!({
+                            "kind": "attention", "variant": v, "page_size": page_size,
                             "kv_heads": kv_heads, "group": group, "tags": tags_mode, "sharp": sharp,
                             "pages": table_len, "seq_len": seq_len,
-                        });
-                        n += 1;
-                        compare(gpu, &a, tuning, case, &mut worst[v as usize], rep)?;
-                    }
+                        })
+                    };
+                    tally.each_variant(gpu, &a, usize::MAX, case, rep)?;
                 }
             }
         }
     }
-    println!(
-        "attention: {n} cases, RMS-relative error: reference {:.2e}, mma {:.2e} (tolerance {TOLERANCE:.0e})",
-        worst[0], worst[1]
-    );
+    tally.print("attention");
     Ok(())
 }
 
@@ -212,8 +248,7 @@ pub fn attention(gpu: &GpuKernels, rep: &mut Report) -> Result<(), GpuError> {
 /// refused pages in the middle of a split.
 pub fn forced_splits(gpu: &GpuKernels, rep: &mut Report) -> Result<(), GpuError> {
     let mut rng = Rng(0x5b117);
-    let mut worst = [0.0f64; 2];
-    let mut n = 0;
+    let mut tally = Tally::default();
     for &page_size in &[16usize, 64] {
         let layout = KvLayout {
             page_size,
@@ -251,27 +286,18 @@ pub fn forced_splits(gpu: &GpuKernels, rep: &mut Report) -> Result<(), GpuError>
                         expected: reader,
                     }),
                 };
-                for v in variants(8) {
-                    let tuning = DecodeTuning {
-                        variant: v,
-                        max_splits,
-                        ..DecodeTuning::default()
-                    };
-                    let case = json!({
-                        "kind": "forced-splits", "variant": variant_name(v), "page_size": page_size,
+                let case = |v: &str| {
+                    json!({
+                        "kind": "forced-splits", "variant": v, "page_size": page_size,
                         "max_splits": max_splits, "pages": used, "seq_len": seq_len,
                         "refused_index": refused.then_some(bad),
-                    });
-                    n += 1;
-                    compare(gpu, &a, tuning, case, &mut worst[v as usize], rep)?;
-                }
+                    })
+                };
+                tally.each_variant(gpu, &a, max_splits, case, rep)?;
             }
         }
     }
-    println!(
-        "forced splits: {n} cases of 1 to 3 splits over ~100 to ~500 pages, RMS-relative error: reference {:.2e}, mma {:.2e}",
-        worst[0], worst[1]
-    );
+    tally.print("forced splits (1 to 3 splits of 31 to 500 pages)");
     Ok(())
 }
 /// Several requests in one launch on one resident pool; one of them reads
