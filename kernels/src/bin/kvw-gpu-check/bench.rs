@@ -208,83 +208,98 @@ pub fn run(gpu: &GpuKernels, args: &Args, rep: &mut Report) -> Result<Outcome, G
         }
         gpu.set_tags(&mut pool, &tags)?;
         for &(group, variant, goal) in &ROWS {
-            let num_q_heads = KV_HEADS * group;
-            let qs: Vec<Vec<f32>> = (0..args.batch)
-                .map(|_| (0..num_q_heads * HEAD_DIM).map(|_| rng.unit()).collect())
-                .collect();
-            let reqs: Vec<DecodeRequest<'_>> = (0..args.batch)
-                .map(|i| DecodeRequest {
-                    page_table: tables[i],
-                    seq_len: tokens,
-                    q: &qs[i],
-                    expected_tag: 1 + i as u64,
-                })
-                .collect();
-            let scale = 1.0 / (HEAD_DIM as f32).sqrt();
-            let tuning = DecodeTuning {
-                variant,
-                ..DecodeTuning::default()
-            };
-            let mut off_plan =
-                gpu.prepare_decode_tuned(&pool, &reqs, num_q_heads, scale, false, tuning)?;
-            let mut on_plan =
-                gpu.prepare_decode_tuned(&pool, &reqs, num_q_heads, scale, true, tuning)?;
-            let (t_off, t_on) = interleaved(gpu, args, &pool, &mut off_plan, &mut on_plan)?;
-            let read = off_plan.kv_bytes_read();
-            let decode_gbps = gbps(read, t_off.median);
-            let v = Verdict::new(decode_gbps, copy_gbps, t_off.median, t_on.median);
             let name = format!("{} g{group} p{page_size}", label(variant));
-            let _ = writeln!(
-                table,
-                "{page_size:>4} {group:>5} {:>9} {:>6} {:>5} {:>9.3} {:>6.2} {decode_gbps:>6.0} {:>7.1} {:>8.1} {:>9.3} {:>6.2} {:>+7.2} {:>5}",
-                label(variant),
-                off_plan.num_splits(),
-                off_plan.pages_per_split(),
-                t_off.median,
-                t_off.spread_pct,
-                v.decode_over_copy * 100.0,
-                decode_gbps / stream_gbps * 100.0,
-                t_on.median,
-                t_on.spread_pct,
-                v.tag_overhead_pct,
-                if !goal {
-                    "-"
-                } else if v.pass() {
-                    "pass"
-                } else {
-                    "FAIL"
+            // A launch error fails this row; the others still run.
+            let mut measure = || -> Result<(), GpuError> {
+                let num_q_heads = KV_HEADS * group;
+                let qs: Vec<Vec<f32>> = (0..args.batch)
+                    .map(|_| (0..num_q_heads * HEAD_DIM).map(|_| rng.unit()).collect())
+                    .collect();
+                let reqs: Vec<DecodeRequest<'_>> = (0..args.batch)
+                    .map(|i| DecodeRequest {
+                        page_table: tables[i],
+                        seq_len: tokens,
+                        q: &qs[i],
+                        expected_tag: 1 + i as u64,
+                    })
+                    .collect();
+                let scale = 1.0 / (HEAD_DIM as f32).sqrt();
+                let tuning = DecodeTuning {
+                    variant,
+                    ..DecodeTuning::default()
+                };
+                let mut off_plan =
+                    gpu.prepare_decode_tuned(&pool, &reqs, num_q_heads, scale, false, tuning)?;
+                let mut on_plan =
+                    gpu.prepare_decode_tuned(&pool, &reqs, num_q_heads, scale, true, tuning)?;
+                let (t_off, t_on) = interleaved(gpu, args, &pool, &mut off_plan, &mut on_plan)?;
+                let read = off_plan.kv_bytes_read();
+                let decode_gbps = gbps(read, t_off.median);
+                let v = Verdict::new(decode_gbps, copy_gbps, t_off.median, t_on.median);
+                let _ = writeln!(
+                    table,
+                    "{page_size:>4} {group:>5} {:>9} {:>6} {:>5} {:>9.3} {:>6.2} {decode_gbps:>6.0} {:>7.1} {:>8.1} {:>9.3} {:>6.2} {:>+7.2} {:>5}",
+                    label(variant),
+                    off_plan.num_splits(),
+                    off_plan.pages_per_split(),
+                    t_off.median,
+                    t_off.spread_pct,
+                    v.decode_over_copy * 100.0,
+                    decode_gbps / stream_gbps * 100.0,
+                    t_on.median,
+                    t_on.spread_pct,
+                    v.tag_overhead_pct,
+                    if !goal {
+                        "-"
+                    } else if v.pass() {
+                        "pass"
+                    } else {
+                        "FAIL"
+                    }
+                );
+                // Tags on read only the reader's pages: nothing refused, and
+                // the outputs equal the tags-off run's bit for bit.
+                let on = gpu.finish_decode(&pool, &on_plan)?;
+                gpu.launch_decode(&pool, &mut off_plan)?;
+                let off = gpu.finish_decode(&pool, &off_plan)?;
+                let same = on
+                    .iter()
+                    .zip(&off)
+                    .all(|(a, b)| matches!((a, b), (Ok(a), Ok(b)) if a == b));
+                rep.record(
+                    same,
+                    json!({"case": {"kind": "bench-consistency", "row": name}, "ok": same}),
+                );
+                if goal {
+                    spot_check(gpu, &pool, &reqs[0], num_q_heads, scale, &on[0], &name, rep)?;
+                    goal_rows.push((name.clone(), v.clone()));
                 }
-            );
-            // Tags on read only the reader's pages: nothing refused, and
-            // the outputs equal the tags-off run's bit for bit.
-            let on = gpu.finish_decode(&pool, &on_plan)?;
-            gpu.launch_decode(&pool, &mut off_plan)?;
-            let off = gpu.finish_decode(&pool, &off_plan)?;
-            let same = on
-                .iter()
-                .zip(&off)
-                .all(|(a, b)| matches!((a, b), (Ok(a), Ok(b)) if a == b));
-            rep.record(
-                same,
-                json!({"case": {"kind": "bench-consistency", "row": name}, "ok": same}),
-            );
-            if goal {
-                spot_check(gpu, &pool, &reqs[0], num_q_heads, scale, &on[0], &name, rep)?;
-                goal_rows.push((name.clone(), v.clone()));
+                rows.push(json!({
+                    "row": name, "page_size": page_size, "group": group, "variant": label(variant),
+                    "counts_toward_goal": goal, "batch": args.batch, "tokens_per_request": tokens,
+                    "kv_heads": KV_HEADS, "splits": off_plan.num_splits(),
+                    "pages_per_split": off_plan.pages_per_split(), "kv_bytes_read": read,
+                    "tags_off_ms": t_off.median, "tags_off_spread_pct": t_off.spread_pct,
+                    "tags_off_min_ms": t_off.min, "tags_off_max_ms": t_off.max,
+                    "tags_on_ms": t_on.median, "tags_on_spread_pct": t_on.spread_pct,
+                    "tags_on_min_ms": t_on.min, "tags_on_max_ms": t_on.max,
+                    "decode_gbps": decode_gbps, "decode_over_copy": v.decode_over_copy,
+                    "decode_over_stream": decode_gbps / stream_gbps,
+                    "tag_overhead_pct": v.tag_overhead_pct, "pass": v.pass(),
+                }));
+                Ok(())
+            };
+            if let Err(e) = measure() {
+                let _ = writeln!(
+                    table,
+                    "{page_size:>4} {group:>5} {:>9} error: {e}",
+                    label(variant)
+                );
+                rep.record(false, json!({"case": {"kind": "bench", "row": name}, "gpu_error": e.to_string(), "ok": false}));
+                if goal {
+                    goal_rows.push((name, Verdict::new(0.0, copy_gbps, 1.0, f64::INFINITY)));
+                }
             }
-            rows.push(json!({
-                "row": name, "page_size": page_size, "group": group, "variant": label(variant),
-                "counts_toward_goal": goal, "batch": args.batch, "tokens_per_request": tokens,
-                "kv_heads": KV_HEADS, "splits": off_plan.num_splits(),
-                "pages_per_split": off_plan.pages_per_split(), "kv_bytes_read": read,
-                "tags_off_ms": t_off.median, "tags_off_spread_pct": t_off.spread_pct,
-                "tags_off_min_ms": t_off.min, "tags_off_max_ms": t_off.max,
-                "tags_on_ms": t_on.median, "tags_on_spread_pct": t_on.spread_pct,
-                "tags_on_min_ms": t_on.min, "tags_on_max_ms": t_on.max,
-                "decode_gbps": decode_gbps, "decode_over_copy": v.decode_over_copy,
-                "decode_over_stream": decode_gbps / stream_gbps,
-                "tag_overhead_pct": v.tag_overhead_pct, "pass": v.pass(),
-            }));
         }
     }
     let verdict = verdict_line(&goal_rows);

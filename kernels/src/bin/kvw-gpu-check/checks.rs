@@ -113,7 +113,11 @@ fn compare(
                 json!({"case": case, "cpu_refused": w.to_string(), "gpu_refused": g.to_string(), "ok": ok}),
             );
         }
-        (_, Err(e)) if !matches!(e, GpuError::Refused(_)) => return Err(e),
+        // A launch error fails this case; the run goes on to the others.
+        (_, Err(e)) if !matches!(e, GpuError::Refused(_)) => rep.record(
+            false,
+            json!({"case": case, "gpu_error": e.to_string(), "ok": false}),
+        ),
         (w, g) => rep.record(
             false,
             json!({"case": case, "cpu": format!("{:?}", w.map(|_| "output")),
