@@ -40,10 +40,11 @@
 // Fused combine: every block writes its partial (max, sum, acc in the log2
 // domain, the reference kernel's format), then counts itself in
 // arrivals[b * gridDim.y + y]; the last block of (request, head group)
-// merges the splits of its 8 heads and writes the output. A second counter
-// per request lets the last block of the request overwrite the request's
-// whole output with NaN when any block refused. The host zeroes refused[]
-// and both counters (one buffer) before every launch.
+// merges the splits of its 8 heads and writes the output, or NaN when the
+// request was refused. Every head group reads every page of the request, so
+// a foreign page is refused by a block of each group, and that block has
+// arrived before its group's last one reads refused[b]. The host zeroes
+// refused[] and the counters before every launch.
 //
 // Self-contained for NVRTC: no includes. The CPU emulator
 // (emulator/emu.h) defines KVW_HOST_EMULATION and supplies plain C++
@@ -447,7 +448,6 @@ extern "C" __global__ void __launch_bounds__(MMA_THREADS, 2) paged_decode_mma_g8
     __threadfence();
     __syncthreads();
     u32* group_count = arrivals + (size_t)b * gridDim.y + blockIdx.y;
-    u32* request_count = arrivals + (size_t)gridDim.z * gridDim.y + b;
     if (tid == 0) sm_last = atomicAdd(group_count, 1u) == num_splits - 1 ? 1u : 0u;
     __syncthreads();
     if (sm_last == 0u) return;
@@ -477,16 +477,5 @@ extern "C" __global__ void __launch_bounds__(MMA_THREADS, 2) paged_decode_mma_g8
             }
         }
         *o = sum > 0.0f ? a / sum : 0.0f;
-    }
-    // The last head group of the request poisons all of it on a refusal
-    // (a refusal may land after an earlier group wrote its heads).
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) sm_last = atomicAdd(request_count, 1u) == gridDim.y - 1 ? 1u : 0u;
-    __syncthreads();
-    if (sm_last == 0u) return;
-    __threadfence();
-    if (load_cg(&refused[b]) != 0u) {
-        for (u32 i = tid; i < num_q_heads * HEAD_DIM; i += MMA_THREADS) out[(size_t)b * num_q_heads * HEAD_DIM + i] = nan;
     }
 }

@@ -948,7 +948,7 @@ impl GpuKernels {
             part_l: s.alloc_zeros(rows)?,
             part_acc: s.alloc_zeros(rows * HEAD_DIM)?,
             refused: s.alloc_zeros(reqs.len())?,
-            arrivals: s.alloc_zeros(reqs.len() * (l.num_kv_heads * (group / chunk) + 1))?,
+            arrivals: s.alloc_zeros(reqs.len() * l.num_kv_heads * (group / chunk))?,
             out: s.alloc_zeros(reqs.len() * num_q_heads * HEAD_DIM)?,
             kv_bytes_read: positions * l.slot_elems() * 2,
         })

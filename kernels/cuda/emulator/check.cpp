@@ -157,7 +157,7 @@ static std::vector<Res> kernel_decode(Layout l, const std::vector<u16>& kv, cons
     std::vector<float> pm(rows, 1e30f), pl(rows, 1e30f), pa(rows * D, 1e30f);
     std::vector<float> out(reqs.size() * nqh * D, -7.f);
     std::vector<u32> refused(reqs.size(), 0);
-    std::vector<u32> arrivals(reqs.size() * (ny + 1), 0);
+    std::vector<u32> arrivals(reqs.size() * ny, 0);
     const u64* tag_buf = check ? tags.data() : expected.data();
     const float scale_log2 = scale * 1.4426950408889634f;
     const u32 page_magic = (u32)(((1ull << 32) + l.page_size - 1) / l.page_size);

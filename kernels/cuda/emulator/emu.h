@@ -5,7 +5,7 @@
 // spill; it says nothing about whether they compute the right thing. This
 // header lets g++ compile the .cu files unchanged (`-include emu.h`) and run
 // them on the CPU: every CUDA thread of a block is a ucontext fiber on one OS
-// thread, blocks run one after another. It models exactly what these kernels
+// thread, blocks run one after another in a shuffled order. It models exactly what these kernels
 // use: __syncthreads, __syncthreads_or, __shfl_xor_sync / __shfl_down_sync
 // within a warp, static and dynamic __shared__ arrays, atomicMax/atomicAdd,
 // __umulhi, and the inline-PTX helpers: streaming loads, ex2, L2 loads, and
@@ -37,6 +37,7 @@
 #include <cmath>
 #include <vector>
 #include <functional>
+#include <utility>
 #include <cstdio>
 #include <cstdlib>
 
@@ -111,10 +112,20 @@ inline void launch(dim3u grid, dim3u block, std::function<void()> f) {
     gridDim = grid; blockDim = block;
     nthreads = block.x * block.y * block.z;
     std::vector<Fiber> fibers(nthreads);
+    // Blocks run one at a time, in a shuffled order (seeded per launch):
+    // the GPU promises no order, and the fused merge must work whichever
+    // block of a group arrives last.
+    std::vector<dim3u> order;
     for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-    for (unsigned bx = 0; bx < grid.x; ++bx) {
-        blockIdx = dim3u{bx, by, bz};
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) order.push_back(dim3u{bx, by, bz});
+    static unsigned long long seed = 0x243f6a8885a308d3ull;
+    for (size_t i = order.size(); i > 1; --i) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        std::swap(order[i - 1], order[(seed >> 33) % i]);
+    }
+    for (const dim3u& blk : order) {
+        blockIdx = blk;
         bar_count = 0; or_acc[0] = or_acc[1] = 0;
         std::memset(wbar_count, 0, sizeof wbar_count);
         for (unsigned t = 0; t < nthreads; ++t) {
