@@ -5,13 +5,17 @@
 #   nvidia-cuda-nvrtc-cu12==12.4.127    libnvrtc.so.12 + builtins (runtime compiler)
 #   nvidia-cuda-nvcc-cu12==12.4.131     ptxas (PTX -> SASS assembler)
 #   nvidia-cuda-runtime-cu12==12.4.127  CUDA headers shipped beside the runtime
+#   nvidia-cuda-nvdisasm==13.5.37       nvdisasm (SASS of the assembled kernels)
 # They go into a venv under ${KVW_CACHE:-$HOME/.cache/kvwitness}/cuda-venv, reused
 # across runs. Each kernels/cuda/*.cu is compiled to PTX for compute_90 by the
 # same NVRTC call path the GPU launchers use (`kvw-nvrtc`, cudarc with dynamic
 # loading), then assembled with `ptxas -arch=sm_90 -v -warn-spills -Werror`, so a
 # register spill fails the check. The register/spill lines are printed.
 # Every kernel variant is listed with its registers (the scalar reference
-# kernels paged_decode_split_g*, the tensor-core paged_decode_mma_g8).
+# kernels paged_decode_split_g*, the tensor-core paged_decode_mma_g8), and
+# the SASS is read back: no kernel may touch local memory (LDL/STL), and the
+# tensor-core kernel must hold its 32 HMMA.16816.F32.BF16, its ldmatrix
+# (LDSM) and its cp.async (LDGSTS) instructions.
 # Then the kernels are compiled with g++ against a small CUDA emulator
 # (kernels/cuda/emulator/) and run on the CPU against plain references, once
 # with cp.async copies landing at their wait and once at their issue (needs
@@ -41,7 +45,8 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   nvidia-cuda-nvrtc-cu12==12.4.127 \
   nvidia-cuda-nvcc-cu12==12.4.131 \
-  nvidia-cuda-runtime-cu12==12.4.127
+  nvidia-cuda-runtime-cu12==12.4.127 \
+  nvidia-cuda-nvdisasm==13.5.37
 
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 nv="$site/nvidia"
@@ -49,11 +54,12 @@ nvrtc_lib="$nv/cuda_nvrtc/lib"
 nvcc_root="$nv/cuda_nvcc"
 rt_lib="$nv/cuda_runtime/lib"
 ptxas="$nvcc_root/bin/ptxas"
+nvdisasm="$(find "$nv" -path '*/bin/nvdisasm' -type f | head -1)"
 
-for f in "$nvrtc_lib/libnvrtc.so.12" "$ptxas"; do
+for f in "$nvrtc_lib/libnvrtc.so.12" "$ptxas" "$nvdisasm"; do
   [[ -e "$f" ]] || { echo "cuda-compile-check: missing $f after pip install" >&2; exit 1; }
 done
-chmod +x "$ptxas" 2>/dev/null || true
+chmod +x "$ptxas" "$nvdisasm" 2>/dev/null || true
 # cudarc also tries the unversioned name first; give it one inside the venv.
 [[ -e "$nvrtc_lib/libnvrtc.so" ]] || ln -s libnvrtc.so.12 "$nvrtc_lib/libnvrtc.so"
 
@@ -95,6 +101,27 @@ for ptx in "$ptx_dir"/*.ptx; do
       smem = "0 bytes smem"; if (match($0, /[0-9]+ bytes smem/)) smem = substr($0, RSTART, RLENGTH);
       printf "%s\t%s registers\t%s\t%s\n", name, regs, stores, smem }' >>"$ptx_dir/registers.tsv"
 done
+# The machine code says what the resource lines cannot: which instructions
+# the tensor-core kernel really got, and that nothing went to local memory.
+echo "== SASS (nvdisasm)"
+for cubin in "$ptx_dir"/*.cubin; do
+  name="$(basename "$cubin" .cubin)"
+  sass="$("$nvdisasm" -c "$cubin" 2>/dev/null)" || { echo "cuda-compile-check: nvdisasm FAILED for $name" >&2; status=1; continue; }
+  count() { grep -cE "$1" <<<"$sass" || true; }
+  local_ops="$(count '\b(LDL|STL)\b')"
+  line="  $name: $(count '\bHMMA\.16816\.F32\.BF16\b') HMMA.16816.F32.BF16, $(count '\bLDSM\b') LDSM, $(count '\bLDGSTS\b') LDGSTS, $local_ops LDL/STL"
+  echo "$line"
+  if [[ "$local_ops" != 0 ]]; then
+    echo "cuda-compile-check: $name uses local memory" >&2
+    status=1
+  fi
+  if [[ "$name" == paged_decode_mma ]] &&
+     { [[ "$(count '\bHMMA\.16816\.F32\.BF16\b')" -lt 32 ]] || [[ "$(count '\bLDSM\b')" -lt 16 ]] || [[ "$(count '\bLDGSTS\b')" -lt 1 ]]; }; then
+    echo "cuda-compile-check: paged_decode_mma lacks its tensor-core, ldmatrix or cp.async instructions" >&2
+    status=1
+  fi
+done
+
 if [[ -s "$ptx_dir/registers.tsv" ]]; then
   echo "== registers per kernel (sm_90)"
   column -t -s $'\t' "$ptx_dir/registers.tsv" 2>/dev/null | sed 's/^/  /' || sed 's/^/  /' "$ptx_dir/registers.tsv"
