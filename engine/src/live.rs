@@ -24,6 +24,18 @@
 //! is forward time, which the cost model charges per uncached token
 //! ([`live_costs`]). `--prefix-cache off` runs the alternative.
 //!
+//! **model-assumption `early-reject`** (see [`LiveConfig::early_reject`]):
+//! the gateway that answers a prefill 4xx at once also aborts the request at
+//! decode, as a client's disconnect does (upstream `abort_request`), so
+//! decode gives back the pages it reserved for the rejected prompt at once
+//! instead of holding them until its waiting timeout. Availability is
+//! isolation too: without that, one tenant's burst of rejected prompts
+//! holds decode's pool and the next tenant's requests time out. With
+//! `early_reject` off (upstream's router), decode holds them until its
+//! waiting timeout, which `--waiting-timeout` bounds. Once a request is
+//! answered and nothing holds it, the engine forgets its prompt, room and
+//! answer ([`Sim::forget`]); [`LiveEngine::census`] counts what is kept.
+//!
 //! The clock may run slower than real time ([`LiveConfig::clock_scale`]):
 //! every latency the cost model sets stretches alike, which keeps a
 //! prefix-cache hit measurable over loopback jitter; no outcome depends on it.
@@ -40,7 +52,7 @@ use crate::backend::Backend;
 use crate::config::{validate, ConfigError};
 use crate::scenario::Arrival;
 use crate::sim::cost::Costs;
-use crate::sim::Sim;
+use crate::sim::{Retained, Sim};
 use crate::trace::Trace;
 
 /// Who may reuse a cached prefix.
@@ -87,7 +99,9 @@ pub struct LiveConfig {
     /// cluster answers the client as soon as prefill answers a 4xx, instead
     /// of waiting for decode (upstream's PD router returns decode's answer,
     /// [`crate::policy::router_answer`], which after a prefill-side retire is
-    /// decode's 500 at its waiting timeout). `false` runs upstream's rule.
+    /// decode's 500 at its waiting timeout), and aborts the request at
+    /// decode so its reserved pages are given back at once. `false` runs
+    /// upstream's rule.
     pub early_reject: bool,
     /// Real microseconds per virtual microsecond (1 = real time; 2 runs the
     /// cluster at half speed, doubling every latency the cost model sets).
@@ -136,6 +150,13 @@ pub struct Submit {
     pub reply: Box<dyn FnOnce(LiveAnswer) + Send>,
 }
 
+/// What the engine thread is handed.
+enum Control {
+    Submit(Submit),
+    /// Report what the cluster retains.
+    Census(Box<dyn FnOnce(Retained) + Send>),
+}
+
 /// The engine has stopped and takes no more requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the live engine has stopped")]
@@ -143,7 +164,7 @@ pub struct Stopped;
 
 /// A running cluster on its own thread.
 pub struct LiveEngine {
-    tx: Option<mpsc::Sender<Submit>>,
+    tx: Option<mpsc::Sender<Control>>,
     thread: Option<JoinHandle<()>>,
     config: LiveConfig,
 }
@@ -176,10 +197,23 @@ impl LiveEngine {
 
     /// Hand a request to the engine; its `reply` runs when it is answered.
     pub fn submit(&self, s: Submit) -> Result<(), Stopped> {
+        self.send(Control::Submit(s))
+    }
+
+    /// What the cluster retains now, once the engine thread gets to it.
+    pub fn census(&self, timeout: Duration) -> Result<Retained, Stopped> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Control::Census(Box::new(move |r| {
+            let _ = tx.send(r);
+        })))?;
+        rx.recv_timeout(timeout).map_err(|_| Stopped)
+    }
+
+    fn send(&self, c: Control) -> Result<(), Stopped> {
         self.tx
             .as_ref()
             .ok_or(Stopped)?
-            .send(s)
+            .send(c)
             .map_err(|_| Stopped)
     }
 }
@@ -260,7 +294,7 @@ const MAX_LAG_US: u64 = 100;
 /// Longest the engine thread sleeps with nothing due.
 const IDLE_WAIT: Duration = Duration::from_millis(50);
 
-fn run(config: LiveConfig, rx: mpsc::Receiver<Submit>) {
+fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
     let backend = Backend::detect();
     let cap = config.probe.prefill_input_cap() as usize;
     let mut sim = Sim::with_costs(config.probe.clone(), Vec::new(), &backend, config.costs);
@@ -272,6 +306,8 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Submit>) {
         tick: 0,
     };
     let mut waiting: BTreeMap<u32, Pending> = BTreeMap::new();
+    // Answered requests the cluster may still hold, to forget once it does not.
+    let mut settling: Vec<u32> = Vec::new();
     let start = Instant::now();
     let scale = config.clock_scale.max(1);
     // Virtual time stands still while the engine thread is behind, so every
@@ -286,7 +322,8 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Submit>) {
             now = at;
         }
         sim.run_until(now);
-        deliver(&mut sim, &mut waiting, config.early_reject);
+        settling.extend(deliver(&mut sim, &mut waiting, config.early_reject));
+        settling.retain(|&i| !sim.forget(i));
         // The live engine answers; it does not narrate. Keep memory flat.
         sim.trace = Trace::new();
         let now = now_us(behind);
@@ -305,7 +342,14 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Submit>) {
         } else if !wait.is_zero() {
             std::thread::sleep(wait);
         }
-        for s in incoming {
+        for c in incoming {
+            let s = match c {
+                Control::Submit(s) => s,
+                Control::Census(reply) => {
+                    reply(sim.retained());
+                    continue;
+                }
+            };
             let at = now_us(behind).max(sim.now);
             sim.run_until(at);
             let prompt_tokens = s.prompt.len();
@@ -345,8 +389,10 @@ fn early_status(e: &crate::sim::Entry) -> Option<(u16, String)> {
         .filter(|(status, _)| (400..500).contains(status))
 }
 
-/// Answer every waiting request the router has answered.
-fn deliver(sim: &mut Sim, waiting: &mut BTreeMap<u32, Pending>, early_reject: bool) {
+/// Answer every waiting request the router has answered; returns them. A
+/// request answered with prefill's 4xx ahead of decode is aborted at decode
+/// (model-assumption `early-reject`), no earlier than decode has received it.
+fn deliver(sim: &mut Sim, waiting: &mut BTreeMap<u32, Pending>, early_reject: bool) -> Vec<u32> {
     let done: Vec<u32> = waiting
         .keys()
         .copied()
@@ -355,23 +401,24 @@ fn deliver(sim: &mut Sim, waiting: &mut BTreeMap<u32, Pending>, early_reject: bo
             e.response.is_some() || (early_reject && early_status(e).is_some())
         })
         .collect();
-    for i in done {
+    for &i in &done {
         let Some(p) = waiting.remove(&i) else {
             continue;
         };
-        let e = &mut sim.entries[i as usize];
+        let e = &sim.entries[i as usize];
         let (status, text, output_ids) = match (&e.response, early_status(e)) {
             (Some(r), _) => (r.status, r.text.clone(), r.output_ids.clone()),
             (None, Some((status, text))) => (status, text, Vec::new()),
             (None, None) => continue,
         };
-        // Decode takes the prompt in one hop after prefill; drop it after.
-        if e.response.is_some() {
-            e.arrival.prompt = Vec::new();
+        let rid = e.rid.clone();
+        if e.response.is_none() {
+            let at = (e.arrival.at_us + sim.costs.hop_decode_us).max(sim.now);
+            sim.client_abort(at, i);
         }
         sim.prefill_cached.remove(&i);
         (p.reply)(LiveAnswer {
-            rid: e.rid.clone(),
+            rid,
             status,
             text,
             output_ids,
@@ -379,6 +426,7 @@ fn deliver(sim: &mut Sim, waiting: &mut BTreeMap<u32, Pending>, early_reject: bo
             cached_tokens: p.cached_tokens,
         });
     }
+    done
 }
 
 #[cfg(test)]
@@ -466,5 +514,68 @@ mod tests {
                 assert!(ask(&e, "a", &text, 2).cached_tokens > 0);
             }
         }
+    }
+
+    /// Submit without waiting; the answer comes on the returned channel.
+    fn send(e: &LiveEngine, tenant: &str, text: &str, n: u32) -> mpsc::Receiver<LiveAnswer> {
+        let (tx, rx) = mpsc::channel();
+        e.submit(Submit {
+            tenant: tenant.into(),
+            prompt: model::encode(text),
+            max_new_tokens: n,
+            cache_salt: None,
+            reply: Box::new(move |a| {
+                let _ = tx.send(a);
+            }),
+        })
+        .unwrap();
+        rx
+    }
+
+    /// The census once the engine has forgotten what it can (bounded polls).
+    fn settled_census(e: &LiveEngine) -> Retained {
+        let mut last = Retained::default();
+        for _ in 0..200 {
+            last = e.census(Duration::from_secs(5)).unwrap();
+            if last.rooms == 0 && last.queued == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        last
+    }
+
+    #[test]
+    fn a_burst_of_rejected_prompts_neither_starves_another_tenant_nor_is_kept() {
+        let e = engine(&Fix::ALL, PrefixCacheMode::Off);
+        // Each over-pool prompt would have decode reserve 375 of its 1,024
+        // pages until its waiting timeout; 40 of them, two at a time.
+        let burst: Vec<_> = (0..40)
+            .map(|k| send(&e, "acme", &doc(&format!("CANARY-acme-{k:04}"), 6000), 8))
+            .collect();
+        for rx in burst {
+            let a = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+            assert_eq!(a.status, 400, "{a:?}");
+        }
+        for k in 0..5 {
+            let a = ask(&e, "globex", &doc(&format!("CANARY-globex-{k}"), 1000), 4);
+            assert_eq!(a.status, 200, "globex request {k}: {a:?}");
+        }
+        let kept = settled_census(&e);
+        assert_eq!(
+            kept,
+            Retained::default(),
+            "the cluster still holds answered requests"
+        );
+    }
+
+    #[test]
+    fn answered_requests_leave_nothing_behind_but_their_record() {
+        let e = engine(&Fix::ALL, PrefixCacheMode::PerTenant);
+        for k in 0..20 {
+            let a = ask(&e, "acme", &doc(&format!("CANARY-acme-{k}"), 500), 4);
+            assert_eq!(a.status, 200);
+        }
+        assert_eq!(settled_census(&e), Retained::default());
     }
 }

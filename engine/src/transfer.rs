@@ -293,6 +293,16 @@ impl TransferChannel {
     }
 
     /// Writes of `room` still in flight.
+    /// Drop a room nothing will use again (the live engine's cleanup).
+    pub fn forget(&mut self, room: u64) {
+        self.rooms.remove(&room);
+    }
+
+    /// Rooms known.
+    pub fn rooms(&self) -> usize {
+        self.rooms.len()
+    }
+
     pub fn inflight(&self, room: u64) -> usize {
         self.pending.iter().filter(|w| w.room == room).count()
     }

@@ -51,6 +51,26 @@ pub struct DecodeWorker {
     busy_until: u64,
 }
 
+impl DecodeWorker {
+    fn queues(&self) -> impl Iterator<Item = &DReq> {
+        self.prealloc_queue
+            .iter()
+            .chain(&self.transfer_queue)
+            .chain(&self.running_batch)
+            .chain(&self.retracted_queue)
+    }
+
+    /// Whether request `idx` is in one of decode's queues.
+    pub(super) fn holds(&self, idx: u32) -> bool {
+        self.queues().any(|d| d.idx == idx)
+    }
+
+    /// Requests in decode's queues.
+    pub(super) fn queued(&self) -> usize {
+        self.queues().count()
+    }
+}
+
 /// Record a door decision of decode, with the request's state it read.
 fn door(sim: &mut Sim, d: &DReq, door: DoorName, decision: DoorDecision) {
     let state = req_state(

@@ -13,6 +13,7 @@ pub mod extras;
 pub mod null_mode;
 mod prefill;
 mod release;
+mod settle;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -36,6 +37,7 @@ use crate::transfer::TransferChannel;
 pub use decode::DecodeWorker;
 pub use extras::{Extras, Reentry, SamplingMask};
 pub use prefill::PrefillWorker;
+pub use settle::Retained;
 
 /// Size of each worker's metadata buffer and Mamba slot pools (model
 /// assumption: upstream sizes them from `max_running_requests`; only

@@ -63,6 +63,37 @@ pub struct PrefillWorker {
 }
 
 impl PrefillWorker {
+    /// Whether request `idx` is in one of prefill's queues.
+    pub(super) fn holds(&self, idx: u32) -> bool {
+        self.bootstrap_queue
+            .iter()
+            .chain(&self.waiting_queue)
+            .chain(&self.inflight_queue)
+            .chain(&self.retiring)
+            .chain(&self.late_results)
+            .any(|p| p.idx == idx)
+    }
+
+    /// Requests in prefill's queues.
+    pub(super) fn queued(&self) -> usize {
+        self.bootstrap_queue.len()
+            + self.waiting_queue.len()
+            + self.inflight_queue.len()
+            + self.retiring.len()
+            + self.late_results.len()
+    }
+
+    /// Requests prefill remembers after they left its queues.
+    pub(super) fn remembered(&self) -> usize {
+        self.history.len() + self.retired.len()
+    }
+
+    /// Forget a request no queue holds any more.
+    pub(super) fn forget(&mut self, idx: u32) {
+        self.history.remove(&idx);
+        self.retired.remove(&idx);
+    }
+
     pub fn new(config: &ProbeConfig) -> Self {
         PrefillWorker {
             cap: config.prefill_input_cap(),
