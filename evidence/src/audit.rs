@@ -96,8 +96,87 @@ impl crate::receipt::PredicateKind for AuditPredicate {
                 e.1.index
             )));
         }
-        Ok(())
+        consistent(self).map_err(|why| {
+            crate::EvidenceError::Steps(format!(
+                "audit {} receipt is inconsistent: {why}",
+                self.gate
+            ))
+        })
     }
+}
+
+/// A gate's result must follow from its own evidence: a receipt that says
+/// `pass` while listing a leak, a failed check or a significant p-value (or
+/// `fail` with none) is refused, however well signed.
+fn consistent(p: &AuditPredicate) -> Result<(), String> {
+    let ev = &p.evidence;
+    let list = |field: &str| -> Result<usize, String> {
+        match ev.get(field) {
+            None => Ok(0),
+            Some(serde_json::Value::Array(a)) => Ok(a.len()),
+            Some(_) => Err(format!("evidence '{field}' is not a list")),
+        }
+    };
+    let result = p.result;
+    match p.gate.as_str() {
+        "isolation" => {
+            let leaks = list("leaks")?;
+            if result == GateResult::Pass && (leaks > 0 || list("unanswered")? > 0) {
+                return Err(format!(
+                    "result pass with {leaks} leak(s) and {} unanswered request(s) in its evidence",
+                    list("unanswered")?
+                ));
+            }
+            if result == GateResult::Fail && leaks == 0 {
+                return Err("result fail with no leak in its evidence".into());
+            }
+            if let Some(n) = ev.get("requests") {
+                if n.as_u64() != Some(p.exchanges.len() as u64) {
+                    return Err(format!(
+                        "evidence counts {n} requests but {} exchanges are recorded",
+                        p.exchanges.len()
+                    ));
+                }
+            }
+        }
+        "status" => {
+            let failures = list("failures")?;
+            if result == GateResult::Pass && (failures > 0 || list("unanswered")? > 0) {
+                return Err(format!("result pass with {failures} failed check(s)"));
+            }
+            if result == GateResult::Fail && failures == 0 {
+                return Err("result fail with no failed check".into());
+            }
+        }
+        "capacity" => {
+            let status = ev.get("status").and_then(serde_json::Value::as_u64);
+            if result == GateResult::Pass && status.is_some_and(|s| !(400..500).contains(&s)) {
+                return Err(format!(
+                    "result pass although the over-pool prompt answered {}",
+                    status.unwrap_or_default()
+                ));
+            }
+        }
+        _ => {
+            let p_value = ev.get("p_value").and_then(serde_json::Value::as_f64);
+            let alpha = ev.get("alpha").and_then(serde_json::Value::as_f64);
+            match (result, p_value, alpha) {
+                (GateResult::Pass | GateResult::Fail, None, _) | (_, Some(_), None) => {
+                    if result != GateResult::Inconclusive {
+                        return Err("a decided result without its p-value and alpha".into());
+                    }
+                }
+                (GateResult::Pass, Some(pv), Some(a)) if !(pv >= a) => {
+                    return Err(format!("result pass with p = {pv} below alpha {a}"));
+                }
+                (GateResult::Fail, Some(pv), Some(a)) if !(pv < a) => {
+                    return Err(format!("result fail with p = {pv} not below alpha {a}"));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The audit predicate's JSON Schema as pretty JSON with a trailing newline.
@@ -125,7 +204,7 @@ mod tests {
             endpoint: "http://127.0.0.1:1".into(),
             auditor_version: "0".into(),
             reason: "t1 got t0's canary".into(),
-            evidence: serde_json::json!({"leaked": ["CANARY-t0-1"]}),
+            evidence: serde_json::json!({"leaks": [{"canary": "CANARY-t0-1"}]}),
             exchanges: vec![],
         }
     }
@@ -139,6 +218,30 @@ mod tests {
         let v = verify_statement(&bytes, &signer.public()).unwrap();
         assert_eq!(v.parse::<AuditPredicate>().unwrap(), predicate("isolation"));
         assert!(sign_statement("x.receipt.json", &predicate("bogus"), &signer).is_err());
+    }
+
+    #[test]
+    fn a_result_that_contradicts_its_evidence_is_refused() {
+        use crate::receipt::PredicateKind as _;
+        let parse = |p: &AuditPredicate| p.check();
+        let mut pass_with_leak = predicate("isolation");
+        pass_with_leak.result = GateResult::Pass;
+        let err = parse(&pass_with_leak).unwrap_err().to_string();
+        assert!(err.contains("result pass with 1 leak"), "{err}");
+        let mut fail_without = predicate("isolation");
+        fail_without.evidence = serde_json::json!({"leaks": []});
+        assert!(parse(&fail_without).is_err());
+        let mut status = predicate("status");
+        status.result = GateResult::Pass;
+        status.evidence = serde_json::json!({"failures": ["max_tokens -5 answered 200"]});
+        assert!(parse(&status).is_err());
+        let mut timing = predicate("prefix-cache");
+        timing.result = GateResult::Pass;
+        timing.evidence = serde_json::json!({"p_value": 0.001, "alpha": 0.01});
+        assert!(parse(&timing).is_err());
+        timing.evidence = serde_json::json!({"p_value": 0.5, "alpha": 0.01});
+        assert!(parse(&timing).is_ok());
+        assert!(parse(&predicate("isolation")).is_ok());
     }
 
     #[test]
