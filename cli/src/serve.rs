@@ -41,6 +41,12 @@ pub struct ServeArgs {
     /// keep-alive connection) before it is closed.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub idle_timeout: u64,
+    /// Seconds a client has to send a whole request body (408 past it).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub body_timeout: u64,
+    /// Connections open at once; one more is answered 503 and closed.
+    #[arg(long, default_value_t = kvw_server::listen::MAX_CONNECTIONS as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_connections: u64,
 }
 
 /// `kvw serve --openai`: a live multi-tenant endpoint on the engine.
@@ -49,7 +55,8 @@ pub struct OpenAiArgs {
     /// Serve the OpenAI-compatible endpoint backed by a live engine cluster.
     #[arg(long)]
     pub openai: bool,
-    /// An API key; its tenant is the key itself (repeatable).
+    /// An API key; its tenant is the key itself (repeatable). Keys also
+    /// guard `POST /api/probe`.
     #[arg(long = "key", value_name = "KEY")]
     pub keys: Vec<String>,
     /// File of `tenant:key` lines.
@@ -84,7 +91,11 @@ pub struct OpenAiArgs {
 }
 
 /// The OpenAI endpoint's router from its flags.
-fn openai_router(a: &OpenAiArgs) -> anyhow::Result<Router> {
+fn openai_router(
+    a: &OpenAiArgs,
+    keys: kvw_server::keys::Keys,
+    body_time: Duration,
+) -> anyhow::Result<Router> {
     let fixes = kvw_engine::config::parse_fixes(&a.fixes).map_err(anyhow::Error::msg)?;
     let prefix_cache =
         kvw_engine::live::PrefixCacheMode::parse(&a.prefix_cache).with_context(|| {
@@ -93,7 +104,6 @@ fn openai_router(a: &OpenAiArgs) -> anyhow::Result<Router> {
                 a.prefix_cache
             )
         })?;
-    let keys = kvw_server::keys::Keys::load(&a.keys, a.keys_file.as_deref())?;
     if keys.is_open() {
         errln!("note: no --key given; any bearer key is accepted and names its own tenant");
     }
@@ -108,7 +118,8 @@ fn openai_router(a: &OpenAiArgs) -> anyhow::Result<Router> {
         ..Default::default()
     };
     let service = kvw_server::service::EngineService::start(shape)?;
-    let state = kvw_server::openai::OpenAi::new(service, keys, a.model.clone());
+    let mut state = kvw_server::openai::OpenAi::new(service, keys, a.model.clone());
+    state.body_time = body_time;
     Ok(kvw_server::openai::router(Arc::new(state)))
 }
 
@@ -135,10 +146,14 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
         Some(root) => kvw_server::site::router(root.clone()),
         None => Router::new(),
     };
-    let probe_api = kvw_server::probe_api::ProbeApi::new(args.signing_key.clone());
+    let keys = kvw_server::keys::Keys::load(&args.openai.keys, args.openai.keys_file.as_deref())?;
+    let body_time = Duration::from_secs(args.body_timeout);
+    let probe_api = kvw_server::probe_api::ProbeApi::new(args.signing_key.clone())
+        .with_keys(keys.clone())
+        .with_body_time(body_time);
     app = kvw_server::probe_api::router(Arc::new(probe_api)).merge(app);
     if args.openai.openai {
-        app = openai_router(&args.openai)?.merge(app);
+        app = openai_router(&args.openai, keys, body_time)?.merge(app);
     } else {
         app = app.route("/healthz", axum::routing::get(|| async { "ok\n" }));
     }
@@ -158,7 +173,10 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
             None => kvw_server::listen::shutdown_signal().await,
         }
     };
-    let idle = Duration::from_secs(args.idle_timeout);
-    kvw_server::listen::serve(listener, app, idle, stop).await;
+    let limits = kvw_server::listen::Limits {
+        idle: Duration::from_secs(args.idle_timeout),
+        max_connections: args.max_connections as usize,
+    };
+    kvw_server::listen::serve(listener, app, limits, stop).await;
     Ok(())
 }

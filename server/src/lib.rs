@@ -7,6 +7,7 @@
 
 pub mod api_error;
 pub mod audit;
+pub mod guard;
 pub mod keys;
 pub mod listen;
 pub mod openai;

@@ -2,10 +2,14 @@
 //! timeouts and a connection cap, and a graceful shutdown.
 //!
 //! Slow or idle clients: request headers must arrive within the idle
-//! timeout (also between keep-alive requests), a connection lives at most
-//! [`MAX_CONNECTION_SECS`], and at most [`MAX_CONNECTIONS`] are open. On
-//! stop (a deadline, Ctrl-C or SIGTERM) the loop stops accepting and lets
-//! open connections finish for a bounded time.
+//! timeout (also between keep-alive requests), a body within the guard's
+//! time limit ([`crate::guard`]), a connection lives at most
+//! [`MAX_CONNECTION_SECS`], and at most [`Limits::max_connections`]
+//! (default [`MAX_CONNECTIONS`]) are open: one more is answered
+//! `503 Service Unavailable` and closed, so a full server says so rather
+//! than dropping the connection unanswered. On stop (a deadline, Ctrl-C or
+//! SIGTERM) the loop stops accepting and lets open connections finish for a
+//! bounded time.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,15 +23,47 @@ use hyper_util::service::TowerToHyperService;
 pub const MAX_CONNECTIONS: usize = 256;
 /// Longest a connection may live, whatever it does.
 pub const MAX_CONNECTION_SECS: u64 = 120;
+/// Connections being told "503" at once; past that a connection over the
+/// cap is closed unanswered.
+const MAX_REFUSING: usize = 64;
+/// Longest the 503 answer may take to write.
+const REFUSE_WRITE: Duration = Duration::from_secs(1);
+
+/// The answer to a connection over the cap.
+fn full_answer() -> Vec<u8> {
+    let body = crate::api_error::ApiError::new(
+        hyper::StatusCode::SERVICE_UNAVAILABLE,
+        "the server is at its connection limit; retry shortly",
+    )
+    .body()
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The connection loop's bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Time a client has to send a request's headers.
+    pub idle: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+}
 
 /// Serve `app` on `listener` until `stop` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
-    idle: Duration,
+    limits: Limits,
     stop: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let idle = limits.idle;
+    let max_connections = limits.max_connections.max(1);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let refusing = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING));
     tokio::pin!(stop);
     loop {
         let (stream, _) = tokio::select! {
@@ -43,7 +79,18 @@ pub async fn serve(
             () = &mut stop => break,
         };
         let Ok(permit) = slots.clone().try_acquire_owned() else {
-            drop(stream);
+            if let Ok(refusal) = refusing.clone().try_acquire_owned() {
+                tokio::spawn(async move {
+                    let mut stream = stream;
+                    let _ = tokio::time::timeout(REFUSE_WRITE, async {
+                        use tokio::io::AsyncWriteExt as _;
+                        let _ = stream.write_all(&full_answer()).await;
+                        let _ = stream.shutdown().await;
+                    })
+                    .await;
+                    drop(refusal);
+                });
+            }
             continue;
         };
         let service = TowerToHyperService::new(app.clone());
@@ -63,7 +110,7 @@ pub async fn serve(
     tracing::info!("shutting down");
     let _ = tokio::time::timeout(
         idle.min(Duration::from_secs(10)),
-        slots.acquire_many(MAX_CONNECTIONS as u32),
+        slots.acquire_many(max_connections as u32),
     )
     .await;
 }

@@ -24,6 +24,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -31,6 +32,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use crate::api_error::ApiError;
+use crate::guard::Guard;
 use crate::keys::Keys;
 use crate::service::{EngineService, ServiceError};
 
@@ -48,8 +50,10 @@ pub const MAX_IN_FLIGHT: usize = 512;
 /// Everything the endpoint's handlers share.
 pub struct OpenAi {
     pub service: EngineService,
-    pub keys: Keys,
+    pub keys: Arc<Keys>,
     pub model: String,
+    /// Longest a request body may take to arrive ([`crate::guard`]).
+    pub body_time: Duration,
     slots: tokio::sync::Semaphore,
 }
 
@@ -57,22 +61,32 @@ impl OpenAi {
     pub fn new(service: EngineService, keys: Keys, model: String) -> Self {
         OpenAi {
             service,
-            keys,
+            keys: Arc::new(keys),
             model,
+            body_time: crate::guard::BODY_TIME_LIMIT,
             slots: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }
     }
 }
 
-/// The endpoint's routes.
+/// The endpoint's routes, behind the request guard: the key is checked
+/// from the headers before any body is read.
 pub fn router(state: Arc<OpenAi>) -> Router {
+    let guard = Arc::new(Guard {
+        keys: state.keys.clone(),
+        key_when_open: true,
+        max_body: MAX_BODY_BYTES,
+        body_time: state.body_time,
+    });
     Router::new()
         .route("/v1/models", get(models))
         .route("/get_server_info", get(server_info))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
-        .route("/healthz", get(|| async { "ok\n" }))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(guard, crate::guard::guard))
+        // Added after the guard: a health check needs no key.
+        .route("/healthz", get(|| async { "ok\n" }))
         .with_state(state)
 }
 

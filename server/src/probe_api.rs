@@ -7,7 +7,11 @@
 //! once (more get 429) and each gets [`TIME_LIMIT`] (504 past it). Only the
 //! walkthrough scale runs here: the incident scale needs about 1 GiB of KV
 //! and belongs to `kvw probe` on the command line. The signing key is loaded
-//! on the first probe (`--signing-key`, else the local key).
+//! on the first probe (`--signing-key`, else the local key). With `--key`
+//! (or `--keys-file`) given, a probe needs one of those keys in its
+//! `Authorization: Bearer` header: without it the request is refused with
+//! 401 from its headers, before its body is read, a probe runs or anything
+//! is signed.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -17,6 +21,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
@@ -24,6 +29,8 @@ use kvw_evidence::{PoisonMode, Scale, Signer};
 use serde_json::Value;
 
 use crate::api_error::ApiError;
+use crate::guard::Guard;
+use crate::keys::Keys;
 
 /// Largest probe request body.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -35,6 +42,10 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(30);
 /// The probe API's state.
 pub struct ProbeApi {
     key: Option<PathBuf>,
+    /// Who may run a probe: with keys configured, only a request carrying
+    /// one of them (checked before the body is read, [`crate::guard`]).
+    keys: Arc<Keys>,
+    body_time: Duration,
     signer: OnceLock<Signer>,
     slots: Arc<tokio::sync::Semaphore>,
 }
@@ -43,9 +54,23 @@ impl ProbeApi {
     pub fn new(key: Option<PathBuf>) -> Self {
         ProbeApi {
             key,
+            keys: Arc::new(Keys::default()),
+            body_time: crate::guard::BODY_TIME_LIMIT,
             signer: OnceLock::new(),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT)),
         }
+    }
+
+    /// Require one of `keys` on every probe (none: open, a local preview).
+    pub fn with_keys(mut self, keys: Keys) -> Self {
+        self.keys = Arc::new(keys);
+        self
+    }
+
+    /// Longest a probe request's body may take to arrive.
+    pub fn with_body_time(mut self, body_time: Duration) -> Self {
+        self.body_time = body_time;
+        self
     }
 
     fn signer(&self) -> Result<&Signer, ApiError> {
@@ -68,9 +93,16 @@ impl ProbeApi {
 
 /// The probe API's route.
 pub fn router(state: Arc<ProbeApi>) -> Router {
+    let guard = Arc::new(Guard {
+        keys: state.keys.clone(),
+        key_when_open: false,
+        max_body: MAX_BODY_BYTES,
+        body_time: state.body_time,
+    });
     Router::new()
         .route("/api/probe", post(probe))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(guard, crate::guard::guard))
         .with_state(state)
 }
 

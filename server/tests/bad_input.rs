@@ -119,7 +119,7 @@ fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
             400,
             "context length",
         ),
-        (k, c, vec![b' '; 2 << 20], 413, "length limit"),
+        (k, c, vec![b' '; 2 << 20], 413, "larger than"),
         (
             k,
             "/v1/chat/completions",
