@@ -16,8 +16,8 @@ const MARGIN: u64 = 16;
 
 /// The prompt length (tokens) the gate sends: past the pool, inside the context.
 pub fn over_pool_tokens(pool: u64, context: u64, max_tokens: u32) -> Option<u64> {
-    let room = context.checked_sub(max_tokens as u64 + MARGIN)?;
-    (room > pool + MARGIN).then(|| pool + (room - pool) / 2)
+    let room = context.checked_sub(u64::from(max_tokens).checked_add(MARGIN)?)?;
+    (room > pool.checked_add(MARGIN)?).then(|| pool + (room - pool) / 2)
 }
 
 pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
@@ -29,7 +29,10 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let (Some(pool), Some(context)) = (f.pool_tokens, f.context_len) else {
         return Ok(GateOutcome {
             result: GateResult::Inconclusive,
-            reason: "the server does not say its KV pool or context length; pass --pool-tokens and --context-len".into(),
+            reason: format!(
+                "the KV pool or the context length is unknown (pool: {}; context: {}); pass --pool-tokens and --context-len",
+                f.pool_source, f.context_source
+            ),
             evidence: facts,
             exchanges: vec![],
         });
@@ -42,9 +45,21 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             exchanges: vec![],
         });
     };
+    let Some(chars) = a.prompt_chars(tokens) else {
+        return Ok(GateOutcome {
+            result: GateResult::Inconclusive,
+            reason: format!(
+                "a {tokens}-token prompt past the {pool}-token pool would be {} characters, above the audit's {}-byte request cap",
+                a.chars(tokens),
+                super::bounds::MAX_REQUEST_BYTES
+            ),
+            evidence: facts,
+            exchanges: vec![],
+        });
+    };
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.opts.seed);
     let canary = prompts::canary(&a.tenants[0].label, &mut rng);
-    let prompt = prompts::canary_document(&canary, a.chars(tokens));
+    let prompt = prompts::canary_document(&canary, chars);
     let r = a
         .complete(0, &a.body(0, &prompt, a.opts.max_tokens))
         .await?;
@@ -75,6 +90,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     evidence["prompt_tokens"] = json!(tokens);
     evidence["status"] = json!(r.status);
     evidence["answer"] = json!(r.text());
+    evidence["complete"] = json!(r.complete);
     Ok(GateOutcome {
         result,
         reason,
@@ -84,3 +100,22 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
 }
 
 use rand::SeedableRng as _;
+
+#[cfg(test)]
+mod tests {
+    use super::over_pool_tokens;
+
+    #[test]
+    fn absurd_sizes_do_not_overflow() {
+        assert_eq!(
+            over_pool_tokens(4096, 8192, 32),
+            Some(4096 + (8192 - 48 - 4096) / 2)
+        );
+        assert_eq!(over_pool_tokens(u64::MAX, 8192, 32), None);
+        assert_eq!(
+            over_pool_tokens(4096, u64::MAX, u32::MAX).map(|t| t > 4096),
+            Some(true)
+        );
+        assert_eq!(over_pool_tokens(8192, 8192, 32), None);
+    }
+}

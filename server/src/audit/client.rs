@@ -5,19 +5,28 @@
 //! by the gates, so no redirect or link can send traffic elsewhere
 //! (redirects are not followed). API keys travel only in the
 //! `Authorization` header and are recorded as tenant labels.
+//!
+//! A hostile server must not be able to exhaust the auditor: a request the
+//! audit builds is at most [`bounds::MAX_REQUEST_BYTES`], a response body is
+//! read as a stream and cut at [`bounds::MAX_RESPONSE_BYTES`], and each
+//! exchange ends at the request timeout or the audit's own deadline,
+//! whichever comes first. What arrived before a cut or a timeout is kept
+//! ([`Reply::body`]) and searched like any answer; [`Reply::complete`] says
+//! whether the whole body arrived, so a body that did not is never read as
+//! an answer that said nothing.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt as _, Full};
 use hyper::http::{Method, Request, Uri};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use kvw_evidence::audit::Exchange;
 use sha2::{Digest, Sha256};
 
-use super::AuditError;
+use super::{bounds, AuditError};
 
 /// Characters of a recorded body kept at each end.
 const KEEP: usize = 600;
@@ -41,17 +50,30 @@ pub struct Tenant {
 /// A response.
 #[derive(Debug, Clone)]
 pub struct Reply {
+    /// HTTP status; 0 when no response head came.
     pub status: u16,
+    /// The body bytes that arrived (all of them when [`Reply::complete`]).
     pub body: String,
+    /// The whole body arrived: its end was read before any time limit and
+    /// within [`bounds::MAX_RESPONSE_BYTES`].
+    pub complete: bool,
     pub first_byte_us: u64,
     pub total_us: u64,
     pub exchange: Exchange,
 }
 
 impl Reply {
-    /// The body as JSON, if it is.
+    /// The body as JSON, if it arrived whole and is JSON.
     pub fn json(&self) -> Option<serde_json::Value> {
+        if !self.complete {
+            return None;
+        }
         serde_json::from_str(&self.body).ok()
+    }
+
+    /// A status and a whole body came back.
+    pub fn answered(&self) -> bool {
+        self.status != 0 && self.complete
     }
 
     /// The generated text of a completion or chat completion.
@@ -80,6 +102,8 @@ pub struct Client {
     /// Once discovery succeeded, transport errors become status-0 replies.
     tolerant: std::sync::atomic::AtomicBool,
     started: Instant,
+    /// When the audit's time (`--max-seconds`) is up.
+    deadline: tokio::time::Instant,
     slots: tokio::sync::Semaphore,
 }
 
@@ -114,6 +138,7 @@ impl Client {
             prefix,
             endpoint: endpoint.to_string(),
             slots: tokio::sync::Semaphore::new(limits.concurrency.max(1)),
+            deadline: tokio::time::Instant::now() + limits.max_time,
             limits,
             sent: AtomicU32::new(0),
             tolerant: Default::default(),
@@ -154,10 +179,7 @@ impl Client {
         alone: bool,
     ) -> Result<Reply, AuditError> {
         if self.started.elapsed() > self.limits.max_time {
-            return Err(AuditError(format!(
-                "the audit ran past its {} s limit (--max-seconds)",
-                self.limits.max_time.as_secs()
-            )));
+            return Err(self.out_of_time());
         }
         if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limits.max_requests {
             return Err(AuditError(format!(
@@ -165,9 +187,22 @@ impl Client {
                 self.limits.max_requests
             )));
         }
-        let _slot = self.slots.acquire().await;
-        let url = format!("{}{}{}", self.origin, self.prefix, path);
         let body_bytes = body.map(<[u8]>::to_vec).unwrap_or_default();
+        if body_bytes.len() > bounds::MAX_REQUEST_BYTES {
+            return Err(AuditError(format!(
+                "a {}-byte request is above the audit's {}-byte request cap",
+                body_bytes.len(),
+                bounds::MAX_REQUEST_BYTES
+            )));
+        }
+        // Every wait of this exchange, a free slot included, ends at the
+        // request timeout or when the audit's time is up.
+        let t0 = Instant::now();
+        let until = (tokio::time::Instant::now() + self.limits.request_timeout).min(self.deadline);
+        let Ok(_slot) = tokio::time::timeout_at(until, self.slots.acquire()).await else {
+            return Err(self.out_of_time());
+        };
+        let url = format!("{}{}{}", self.origin, self.prefix, path);
         let request = Request::builder()
             .method(method.clone())
             .uri(&url)
@@ -176,35 +211,37 @@ impl Client {
             .header("connection", if alone { "close" } else { "keep-alive" })
             .body(Full::new(Bytes::from(body_bytes.clone())))
             .map_err(|e| AuditError(format!("cannot build a request to {url}: {e}")))?;
-        let t0 = Instant::now();
-        let exchange = |status: u16, response: &str, first: u64, total: u64| Exchange {
-            index: 0,
-            tenant: tenant.label.clone(),
-            method: method.to_string(),
-            path: path.to_string(),
-            request: shorten(&String::from_utf8_lossy(&body_bytes)),
-            request_sha256: hex::encode(Sha256::digest(&body_bytes)),
-            request_bytes: body_bytes.len() as u64,
-            status,
-            response: shorten(response),
-            response_bytes: response.len() as u64,
-            first_byte_us: first,
-            total_us: total,
+        let exchange =
+            |status: u16, response: &str, received: u64, first: u64, total: u64| Exchange {
+                index: 0,
+                tenant: tenant.label.clone(),
+                method: method.to_string(),
+                path: path.to_string(),
+                request: shorten(&String::from_utf8_lossy(&body_bytes)),
+                request_sha256: hex::encode(Sha256::digest(&body_bytes)),
+                request_bytes: body_bytes.len() as u64,
+                status,
+                response: shorten(response),
+                response_bytes: received,
+                first_byte_us: first,
+                total_us: total,
+            };
+        let no_response = |why: String| {
+            let us = t0.elapsed().as_micros() as u64;
+            Reply {
+                status: 0,
+                body: String::new(),
+                complete: false,
+                first_byte_us: us,
+                total_us: us,
+                exchange: exchange(0, &why, 0, us, us),
+            }
         };
-        let timeout = self.limits.request_timeout;
-        let response = match tokio::time::timeout(timeout, self.http.request(request)).await {
+        let response = match tokio::time::timeout_at(until, self.http.request(request)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) if self.tolerant.load(Ordering::Relaxed) => {
                 // Mid-audit, a reset is the server's answer: record it.
-                let us = t0.elapsed().as_micros() as u64;
-                let why = format!("(no response: {})", source_chain(&e));
-                return Ok(Reply {
-                    status: 0,
-                    body: String::new(),
-                    first_byte_us: us,
-                    total_us: us,
-                    exchange: exchange(0, &why, us, us),
-                });
+                return Ok(no_response(format!("(no response: {})", source_chain(&e))));
             }
             Ok(Err(e)) => {
                 return Err(AuditError(format!(
@@ -213,32 +250,35 @@ impl Client {
                     source_chain(&e)
                 )))
             }
-            Err(_) => {
-                let us = t0.elapsed().as_micros() as u64;
-                return Ok(Reply {
-                    status: 0,
-                    body: String::new(),
-                    first_byte_us: us,
-                    total_us: us,
-                    exchange: exchange(0, "(no answer within the request timeout)", us, us),
-                });
+            Err(_) if tokio::time::Instant::now() >= self.deadline => {
+                return Err(self.out_of_time())
             }
+            Err(_) => return Ok(no_response("(no answer within the request timeout)".into())),
         };
         let first = t0.elapsed().as_micros() as u64;
         let status = response.status().as_u16();
-        let bytes = match tokio::time::timeout(timeout, response.into_body().collect()).await {
-            Ok(Ok(b)) => b.to_bytes(),
-            _ => Bytes::new(),
-        };
+        let read = read_capped(response.into_body(), until).await;
         let total = t0.elapsed().as_micros() as u64;
-        let body = String::from_utf8_lossy(&bytes).into_owned();
+        let body = String::from_utf8_lossy(&read.bytes).into_owned();
+        let mut recorded = body.clone();
+        if let Some(why) = read.cut {
+            recorded.push_str(&format!("…(body cut: {why})"));
+        }
         Ok(Reply {
-            exchange: exchange(status, &body, first, total),
+            exchange: exchange(status, &recorded, read.bytes.len() as u64, first, total),
             status,
             body,
+            complete: read.cut.is_none(),
             first_byte_us: first,
             total_us: total,
         })
+    }
+
+    fn out_of_time(&self) -> AuditError {
+        AuditError(format!(
+            "the audit ran past its {} s limit (--max-seconds)",
+            self.limits.max_time.as_secs()
+        ))
     }
 
     /// POST a JSON body.
@@ -250,6 +290,49 @@ impl Client {
     ) -> Result<Reply, AuditError> {
         let bytes = body.to_string().into_bytes();
         self.send(tenant, Method::POST, path, Some(&bytes)).await
+    }
+}
+
+/// A response body as far as it was read.
+struct Read {
+    bytes: Vec<u8>,
+    /// Why reading stopped before the end, if it did.
+    cut: Option<&'static str>,
+}
+
+/// Read `body` frame by frame until its end, [`bounds::MAX_RESPONSE_BYTES`]
+/// or `until`, keeping what arrived.
+async fn read_capped(mut body: hyper::body::Incoming, until: tokio::time::Instant) -> Read {
+    let mut bytes = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout_at(until, body.frame()).await {
+            Err(_) => {
+                return Read {
+                    bytes,
+                    cut: Some("no end within the time limit"),
+                }
+            }
+            Ok(None) => return Read { bytes, cut: None },
+            Ok(Some(Err(_))) => {
+                return Read {
+                    bytes,
+                    cut: Some("the connection broke"),
+                }
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let room = bounds::MAX_RESPONSE_BYTES - bytes.len();
+        if data.len() > room {
+            bytes.extend_from_slice(&data[..room]);
+            return Read {
+                bytes,
+                cut: Some("longer than the audit's response cap"),
+            };
+        }
+        bytes.extend_from_slice(&data);
     }
 }
 

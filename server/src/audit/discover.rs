@@ -6,10 +6,14 @@
 //! (`vllm:cache_config_info`: `num_gpu_blocks` × `block_size`), else from
 //! `--pool-tokens`; the context from `max_model_len` (vLLM), SGLang's
 //! `context_length`, or `--context-len`.
+//!
+//! A number above [`bounds::MAX_TOKENS`] (or zero) is not believed: the fact
+//! stays unknown and its source says why, so the gates that need it are
+//! inconclusive with that reason instead of building absurd prompts.
 
 use hyper::http::Method;
 
-use super::{AuditError, AuditOptions, Client, Tenant};
+use super::{bounds, AuditError, AuditOptions, Client, Tenant};
 
 /// Discovered facts and where each came from.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -97,6 +101,8 @@ pub async fn discover(
     if pool_tokens.is_none() {
         pool_source = "unknown".into();
     }
+    let (context_len, context_source) = belief(context_len, context_source);
+    let (pool_tokens, pool_source) = belief(pool_tokens, pool_source);
     Ok(Discovered {
         model,
         context_len,
@@ -104,6 +110,19 @@ pub async fn discover(
         pool_tokens,
         pool_source,
     })
+}
+
+/// A discovered size and its source, or unknown with the reason it is not
+/// believed.
+fn belief(value: Option<u64>, source: String) -> (Option<u64>, String) {
+    match value.map(|v| bounds::believable(v, &source)) {
+        Some(Ok(v)) => (Some(v), source),
+        Some(Err(why)) => {
+            tracing::warn!(%why, "discovered size refused");
+            (None, why)
+        }
+        None => (None, source),
+    }
 }
 
 /// vLLM's KV pool from its Prometheus text: `num_gpu_blocks` × `block_size`.
@@ -115,7 +134,9 @@ fn vllm_pool(text: &str) -> Option<u64> {
         let at = line.find(&format!("{name}=\""))? + name.len() + 2;
         line[at..].split('"').next()?.parse().ok()
     };
-    Some(label("num_gpu_blocks")? * label("block_size")?)
+    // An overflowing product is as absurd as a huge one: saturate, and let
+    // the bound refuse it.
+    Some(label("num_gpu_blocks")?.saturating_mul(label("block_size")?))
 }
 
 #[cfg(test)]
@@ -125,5 +146,7 @@ mod tests {
         let text = "# HELP x\nvllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",num_gpu_blocks=\"2048\"} 1.0\n";
         assert_eq!(super::vllm_pool(text), Some(32768));
         assert_eq!(super::vllm_pool("nothing"), None);
+        let huge = "vllm:cache_config_info{block_size=\"18446744073709551615\",num_gpu_blocks=\"2\"} 1.0\n";
+        assert_eq!(super::vllm_pool(huge), Some(u64::MAX));
     }
 }

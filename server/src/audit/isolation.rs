@@ -8,6 +8,13 @@
 //! what the second's request may be handed. *Concurrent*: every tenant sends
 //! an ordinary and a long document at once. Every answer is searched for
 //! every other tenant's canary; a hit fails the gate and is quoted.
+//!
+//! What arrived of a body is searched too (a server that sends part of an
+//! answer and stalls may have sent the leak in that part). An answer that
+//! did not arrive whole proves nothing: without a leak, any such answer
+//! makes the gate inconclusive, never a pass. Each reply is searched as it
+//! comes and only its shortened exchange is kept, so the gate's memory does
+//! not grow with the bodies a server sends.
 
 use futures_util::future::join_all;
 use kvw_evidence::audit::{Exchange, GateResult};
@@ -18,6 +25,7 @@ use super::client::Reply;
 use super::{capacity, prompts, Audit, AuditError, GateOutcome};
 
 /// Ordinary and long prompt lengths, in tokens.
+/// The long prompt is cut to the audit's request cap.
 pub fn lengths(a: &Audit) -> (u64, u64) {
     let f = &a.found;
     let context = f.context_len.unwrap_or(2048);
@@ -26,8 +34,16 @@ pub fn lengths(a: &Audit) -> (u64, u64) {
     let long = f
         .pool_tokens
         .and_then(|p| capacity::over_pool_tokens(p, context, a.opts.max_tokens))
-        .unwrap_or(normal);
+        .unwrap_or(normal)
+        .min(a.max_prompt_tokens());
     (normal, long)
+}
+
+/// What the gate keeps of one reply.
+struct Seen {
+    status: u16,
+    answered: bool,
+    exchange: Exchange,
 }
 
 /// Ordinary documents sent together before each long one.
@@ -49,7 +65,27 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     };
     let n = a.tenants.len();
     let warmers = warmers(normal, long);
-    let mut replies: Vec<(usize, Reply)> = Vec::new();
+    let mut seen: Vec<Seen> = Vec::new();
+    let mut leaks = Vec::new();
+    // Search a reply for every other tenant's canary, then keep only its
+    // shortened exchange.
+    let mut take = |t: usize, r: Reply| {
+        let k = seen.len();
+        for (owner, c) in canaries.iter().enumerate() {
+            if owner != t && r.body.contains(c.as_str()) {
+                leaks.push(json!({
+                    "exchange": k, "receiver": a.tenants[t].label, "owner": a.tenants[owner].label,
+                    "canary": c, "status": r.status, "complete": r.complete,
+                    "answer": excerpt(&r.body, c),
+                }));
+            }
+        }
+        seen.push(Seen {
+            status: r.status,
+            answered: r.answered(),
+            exchange: r.exchange,
+        });
+    };
     for _ in 0..a.opts.rounds {
         for j in 0..n {
             for i in (0..n).filter(|&i| i != j) {
@@ -61,9 +97,9 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
                 }))
                 .await;
                 for r in warm {
-                    replies.push((j, r?));
+                    take(j, r?);
                 }
-                replies.push((i, a.complete(i, &doc(i, long)).await?));
+                take(i, a.complete(i, &doc(i, long)).await?);
             }
         }
         let batch = (0..n).flat_map(|t| [(t, normal), (t, long)]);
@@ -73,30 +109,21 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         }))
         .await;
         for (t, r) in sent {
-            replies.push((t, r?));
+            take(t, r?);
         }
     }
-    let mut leaks = Vec::new();
-    let mut ok = 0;
-    for (k, (t, r)) in replies.iter().enumerate() {
-        if r.status == 200 {
-            ok += 1;
-        }
-        // Search the whole body: a leak may sit in any field.
-        for (owner, c) in canaries.iter().enumerate() {
-            if owner != *t && r.body.contains(c.as_str()) {
-                leaks.push(json!({
-                    "exchange": k, "receiver": a.tenants[*t].label, "owner": a.tenants[owner].label,
-                    "canary": c, "status": r.status, "answer": r.text(),
-                }));
-            }
-        }
-    }
-    let exchanges: Vec<Exchange> = replies.into_iter().map(|(_, r)| r.exchange).collect();
+    let ok = seen.iter().filter(|s| s.status == 200).count();
+    let unanswered: Vec<usize> = seen
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.answered)
+        .map(|(k, _)| k)
+        .collect();
+    let exchanges: Vec<Exchange> = seen.into_iter().map(|s| s.exchange).collect();
     let evidence = json!({
         "tenants": n, "warmers": warmers, "rounds": a.opts.rounds, "requests": exchanges.len(), "answered_200": ok,
         "normal_prompt_tokens": normal, "long_prompt_tokens": long,
-        "canaries": canaries, "leaks": leaks,
+        "canaries": canaries, "leaks": leaks, "unanswered": unanswered,
     });
     let (result, reason) = match leaks.first() {
         Some(l) => (
@@ -109,6 +136,15 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
                 l["exchange"],
                 leaks.len(),
                 exchanges.len()
+            ),
+        ),
+        None if !unanswered.is_empty() => (
+            GateResult::Inconclusive,
+            format!(
+                "no canary crossed tenants in what arrived, but {} of {} answers did not arrive in full (first: exchange {})",
+                unanswered.len(),
+                exchanges.len(),
+                unanswered[0]
             ),
         ),
         None => (
@@ -125,4 +161,14 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         evidence,
         exchanges,
     })
+}
+
+/// Up to 80 characters either side of the first `canary` in `body`.
+fn excerpt(body: &str, canary: &str) -> String {
+    let Some(at) = body.find(canary) else {
+        return String::new();
+    };
+    let start = body.floor_char_boundary(at.saturating_sub(80));
+    let end = body.ceil_char_boundary((at + canary.len() + 80).min(body.len()));
+    body[start..end].to_string()
 }

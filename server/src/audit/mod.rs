@@ -6,6 +6,7 @@
 //! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
 //! every exchange it relied on; the caller signs and prints them.
 
+pub mod bounds;
 pub mod capacity;
 pub mod client;
 pub mod discover;
@@ -147,6 +148,17 @@ impl Audit {
     pub fn chars(&self, tokens: u64) -> usize {
         (tokens as f64 * self.opts.chars_per_token).ceil() as usize
     }
+
+    /// Characters of a `tokens`-token prompt, or `None` when it would not
+    /// fit the audit's request cap ([`bounds::MAX_PROMPT_CHARS`]).
+    pub fn prompt_chars(&self, tokens: u64) -> Option<usize> {
+        Some(self.chars(tokens)).filter(|&c| c <= bounds::MAX_PROMPT_CHARS)
+    }
+
+    /// The most tokens one prompt of the audit may have.
+    pub fn max_prompt_tokens(&self) -> u64 {
+        (bounds::MAX_PROMPT_CHARS as f64 / self.opts.chars_per_token).floor() as u64
+    }
 }
 
 /// Number exchanges in order.
@@ -166,6 +178,21 @@ pub async fn run(
         return Err(AuditError(
             "the audit needs at least two --key values (two tenants)".into(),
         ));
+    }
+    if opts.keys.len() > bounds::MAX_TENANTS {
+        return Err(AuditError(format!(
+            "the audit takes at most {} --key values",
+            bounds::MAX_TENANTS
+        )));
+    }
+    for (flag, value) in [
+        ("--context-len", opts.context_len),
+        ("--pool-tokens", opts.pool_tokens),
+        ("--prefix-tokens", opts.prefix_tokens),
+    ] {
+        if let Some(v) = value {
+            bounds::believable(v, flag).map_err(AuditError)?;
+        }
     }
     for g in &opts.gates {
         if !kvw_evidence::audit::GATES.contains(&g.as_str()) {

@@ -26,7 +26,20 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .opts
         .prefix_tokens
         .unwrap_or((cap * 3 / 4).clamp(64, 4096));
-    let chars = a.chars(prefix);
+    let Some(chars) = a
+        .prompt_chars(prefix.saturating_add(64))
+        .map(|_| a.chars(prefix))
+    else {
+        return Ok(GateOutcome {
+            result: GateResult::Inconclusive,
+            reason: format!(
+                "a {prefix}-token prefix is above the audit's {}-byte request cap",
+                super::bounds::MAX_REQUEST_BYTES
+            ),
+            evidence: json!({"prefix_tokens": prefix}),
+            exchanges: vec![],
+        });
+    };
     let mut hits = Vec::new();
     let mut misses = Vec::new();
     let mut exchanges: Vec<Exchange> = Vec::new();
@@ -46,7 +59,11 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             let m = a.complete(1, &miss_body).await?;
             (a.complete(1, &hit_body).await?, m)
         };
-        if warm.status == 200 && hit.status == 200 && miss.status == 200 {
+        // Only whole 200 answers count: a cut body's timing measures the cut.
+        if [&warm, &hit, &miss]
+            .iter()
+            .all(|r| r.status == 200 && r.complete)
+        {
             hits.push(hit.first_byte_us as f64);
             misses.push(miss.first_byte_us as f64);
         } else {

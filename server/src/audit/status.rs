@@ -6,6 +6,10 @@
 //! (a 200 hides the rejection; a 5xx blames the server for the client's
 //! error). A completion cut by `max_tokens` must end with
 //! `finish_reason: "length"`.
+//!
+//! A check whose answer did not arrive (no response, or a body cut by a
+//! time limit or the response cap) decides nothing: it is recorded as no
+//! answer and, without a failure elsewhere, makes the gate inconclusive.
 
 use hyper::http::Method;
 use kvw_evidence::audit::GateResult;
@@ -19,18 +23,26 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let mut checks = Vec::new();
     let mut exchanges = Vec::new();
     let mut failures = Vec::new();
+    let mut unanswered = Vec::new();
     // 1. A prompt past the context.
-    if let Some(context) = a.found.context_len {
-        let text = prompts::filler(a.chars(context + 64), &mut rng);
+    let past = a.found.context_len.map(|c| (c, c.saturating_add(64)));
+    if let Some((context, chars)) = past.and_then(|(c, t)| Some((c, a.prompt_chars(t)?))) {
+        let text = prompts::filler(chars, &mut rng);
         let r = a.complete(0, &a.body(0, &text, a.opts.max_tokens)).await?;
         checks.push(json!({"check": "prompt past the context", "status": r.status}));
-        if !(400..500).contains(&r.status) {
+        if r.status == 0 {
+            unanswered.push("the prompt past the context got no answer".to_string());
+        } else if !(400..500).contains(&r.status) {
             failures.push(format!(
                 "a prompt past the {context}-token context answered {}",
                 r.status
             ));
         }
         exchanges.push(r.exchange);
+    } else if let Some((context, _)) = past {
+        unanswered.push(format!(
+            "a prompt past the {context}-token context would exceed the audit's request cap; not sent"
+        ));
     }
     // 2. A negative max_tokens.
     let mut body = a.body(0, "^status check", 4);
@@ -48,7 +60,9 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .await?;
     a.progress.inc(1);
     checks.push(json!({"check": "max_tokens -5", "status": r.status}));
-    if !(400..500).contains(&r.status) {
+    if r.status == 0 {
+        unanswered.push("max_tokens -5 got no answer".to_string());
+    } else if !(400..500).contains(&r.status) {
         failures.push(format!("max_tokens -5 answered {}", r.status));
     }
     exchanges.push(r.exchange);
@@ -65,7 +79,9 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .await?;
     a.progress.inc(1);
     checks.push(json!({"check": "malformed JSON", "status": r.status}));
-    if !(400..500).contains(&r.status) {
+    if r.status == 0 {
+        unanswered.push("the malformed JSON body got no answer".to_string());
+    } else if !(400..500).contains(&r.status) {
         failures.push(format!("a malformed JSON body answered {}", r.status));
     }
     exchanges.push(r.exchange);
@@ -78,8 +94,13 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .unwrap_or_default()
         .to_string();
     let produced = v["usage"]["completion_tokens"].as_u64();
-    checks.push(json!({"check": "max_tokens 2", "status": r.status, "finish_reason": finish, "completion_tokens": produced}));
-    if r.status != 200 {
+    checks.push(json!({"check": "max_tokens 2", "status": r.status, "finish_reason": finish, "completion_tokens": produced, "complete": r.complete}));
+    if r.status == 200 && !r.complete {
+        // A body that never ended says no finish_reason at all.
+        unanswered.push("the answer cut at max_tokens 2 did not arrive in full".to_string());
+    } else if r.status == 0 {
+        unanswered.push("the max_tokens 2 request got no answer".to_string());
+    } else if r.status != 200 {
         failures.push(format!("an ordinary 64-token prompt answered {}", r.status));
     } else if produced.is_none_or(|p| p >= 2) && finish != "length" {
         failures.push(format!(
@@ -87,18 +108,23 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         ));
     }
     exchanges.push(r.exchange);
-    let (result, reason) = if failures.is_empty() {
+    let (result, reason) = if !failures.is_empty() {
+        (GateResult::Fail, failures.join("; "))
+    } else if !unanswered.is_empty() {
+        (
+            GateResult::Inconclusive,
+            format!("no failure, but {}", unanswered.join("; ")),
+        )
+    } else {
         (
             GateResult::Pass,
             "every rejection was a 4xx and the truncated answer said 'length'".to_string(),
         )
-    } else {
-        (GateResult::Fail, failures.join("; "))
     };
     Ok(GateOutcome {
         result,
         reason,
-        evidence: json!({"checks": checks, "failures": failures}),
+        evidence: json!({"checks": checks, "failures": failures, "unanswered": unanswered}),
         exchanges,
     })
 }
