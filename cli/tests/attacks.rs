@@ -1,6 +1,6 @@
 //! The attack set: hostile bundles, requests and arguments against the real
 //! `kvw` binary (`verify`, `site build`, `serve` over 127.0.0.1, `probe`,
-//! `bundle`). Each case builds its hostile input from a fresh genuine bundle
+//! `bundle`, `audit` against a hostile server). Each case builds its hostile input from a fresh genuine bundle
 //! (forged receipts are signed with the bundle's test key, as an attacker
 //! holding it would), runs the command under a time limit and an
 //! address-space cap, and asserts the refusal: exit code, one error line
@@ -9,6 +9,8 @@
 //!
 //! Each group prints `<group>: N attacks, M refused or neutralised`.
 
+#[path = "attacks/audit.rs"]
+mod audit;
 #[path = "attacks/cli.rs"]
 mod cli_cases;
 #[path = "attacks/harness.rs"]
@@ -30,6 +32,9 @@ fn total() -> usize {
         + serve::start_cases().len()
         + serve::request_cases().len()
         + serve::slow_cases().len()
+        + serve::key_cases().len()
+        + audit::cases().len()
+        + audit::receipt_cases().len()
         + cli_cases::cases().len()
 }
 
@@ -59,6 +64,29 @@ fn serve_refuses_every_attack() {
         n - failures.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_keyed_endpoint_refuses_every_attack() {
+    let (n, failures) = serve::run_keyed();
+    println!("serve (keyed): {n} attacks, {} refused", n - failures.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn audit_withstands_a_hostile_server() {
+    let n = audit::cases().len();
+    let failures = audit::run_all();
+    println!(
+        "audit (hostile server): {n} attacks, {} withstood",
+        n - failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn verify_refuses_inconsistent_audit_receipts() {
+    run_all("audit receipts", audit::receipt_cases());
 }
 
 #[test]

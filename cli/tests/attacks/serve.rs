@@ -1,6 +1,9 @@
-//! Attacks on `kvw serve` over 127.0.0.1 (issue item 9): leaving the root
-//! through links, dotfiles, encoded traversal, absurd paths, slow and idle
-//! clients; and roots that must be refused.
+//! Attacks on `kvw serve` over 127.0.0.1: leaving the root through links,
+//! dotfiles, encoded traversal, absurd paths, slow and idle clients; roots
+//! that must be refused; and against the keyed endpoint ([`key_cases`]):
+//! probes and completions without a key or with two, bodies that never
+//! arrive, a full server, one tenant's burst of rejected prompts, and the
+//! prefix cache's `cached_tokens` across tenants.
 
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -51,31 +54,49 @@ impl Server {
         link(&outside, "outside-dir");
         link(Path::new("/etc/passwd"), "passwd");
         link(&outside.join("index.html"), "linked-index/index.html");
-        let mut child = Command::new(KVW)
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--for-seconds",
-                "120",
-                "--idle-timeout",
-            ])
-            .arg(IDLE.to_string())
-            .arg("--dir")
-            .arg(&root)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.trim().trim_end_matches('/').parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let mut a = args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--for-seconds",
+            "120",
+            "--idle-timeout",
+        ]);
+        a.push(IDLE.to_string().into());
+        a.push("--dir".into());
+        a.push(root.into());
+        let (child, port) = spawn_serve(&a);
+        Server {
+            child,
+            port,
+            _tmp: tmp,
+        }
+    }
+
+    /// `kvw serve` with an OpenAI endpoint: keys `alpha` and `beta`,
+    /// `--fixes all`, the given extra flags.
+    pub fn start_openai(extra: &[&str]) -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let key = tmp.path().join("signing-key.json");
+        kvw_evidence::Signer::generate().save(&key).unwrap();
+        let mut a = args([
+            "serve",
+            "--openai",
+            "--addr",
+            "127.0.0.1:0",
+            "--for-seconds",
+            "300",
+            "--key",
+            "alpha",
+            "--key",
+            "beta",
+            "--fixes",
+            "all",
+        ]);
+        a.extend(extra.iter().map(OsString::from));
+        a.push("--signing-key".into());
+        a.push(key.into());
+        let (child, port) = spawn_serve(&a);
         Server {
             child,
             port,
@@ -135,6 +156,27 @@ impl Server {
         }
         Err(format!("still open after {CLOSE_WITHIN:?}"))
     }
+}
+
+/// Start `kvw serve ARGS`; its child and the port from its first line.
+fn spawn_serve(a: &[OsString]) -> (Child, u16) {
+    let mut child = Command::new(KVW)
+        .args(a)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|p| p.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (child, port)
 }
 
 /// A request attack: the target and the statuses that count as refused.
@@ -344,4 +386,314 @@ pub fn run_against_server() -> (usize, Vec<String>) {
         failures.push(format!("server stopped answering (status {code})"));
     }
     (requests.len() + slow.len(), failures)
+}
+
+/// One attack on the keyed endpoint: its name and its check.
+pub type KeyCase = (&'static str, fn(&KeyedServers) -> Result<(), String>);
+
+/// The servers the keyed attacks run against.
+pub struct KeyedServers {
+    /// `--prefix-cache per-tenant`, default limits.
+    pub main: Server,
+    /// `--prefix-cache shared`, `--max-connections 8`.
+    pub small: Server,
+}
+
+/// A raw request with the given extra header lines and body, and
+/// `Connection: close`; status and response (0 when none came within 15 s).
+fn send(port: u16, head: &str, headers: &[&str], body: &str) -> (u16, String) {
+    let mut raw = format!("{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for h in headers {
+        raw.push_str(h);
+        raw.push_str("\r\n");
+    }
+    raw.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let _ = s.write_all(raw.as_bytes());
+    read_response(&mut s)
+}
+
+/// Read a response to its end; its status (0 when none) and text.
+fn read_response(s: &mut TcpStream) -> (u16, String) {
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
+
+fn completion(prompt: &str) -> String {
+    serde_json::json!({"model": "kvw-echo", "prompt": prompt, "max_tokens": 4}).to_string()
+}
+
+fn expect(what: &str, got: (u16, String), want: u16) -> Result<String, String> {
+    if got.0 == want {
+        Ok(got.1)
+    } else {
+        Err(format!(
+            "{what}: status {}, expected {want}: {:?}",
+            got.0,
+            got.1.chars().take(300).collect::<String>()
+        ))
+    }
+}
+
+/// Open a connection that sends a POST's headers (`Content-Length`
+/// 1,000,000, or chunked) and the first byte of its body.
+fn slow_body(port: u16, key: Option<&str>, chunked: bool) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
+    let length = if chunked {
+        "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"
+    } else {
+        "Content-Length: 1000000\r\n\r\n{"
+    };
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}{length}"
+    );
+    let _ = s.write_all(head.as_bytes());
+    s
+}
+
+/// Keep `conns` dripping one byte each until each has an answer or the
+/// guard passes; the statuses.
+fn drip_until_answered(mut conns: Vec<TcpStream>, chunked: bool) -> Vec<u16> {
+    for s in &conns {
+        s.set_nonblocking(true).unwrap();
+    }
+    let mut answers: Vec<Option<Vec<u8>>> = vec![None; conns.len()];
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) && answers.iter().any(Option::is_none) {
+        for (s, a) in conns.iter_mut().zip(answers.iter_mut()) {
+            if a.is_some() {
+                continue;
+            }
+            let mut b = [0u8; 4096];
+            match s.read(&mut b) {
+                Ok(n) if n > 0 => *a = Some(b[..n].to_vec()),
+                Ok(_) => *a = Some(Vec::new()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let byte: &[u8] = if chunked { b"1\r\n \r\n" } else { b" " };
+                    let _ = s.write_all(byte);
+                }
+                Err(_) => *a = Some(Vec::new()),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    answers
+        .into_iter()
+        .map(|a| {
+            a.and_then(|b| {
+                String::from_utf8_lossy(&b)
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|c| c.parse().ok())
+            })
+            .unwrap_or(0)
+        })
+        .collect()
+}
+
+const PROBE: &str = r#"{"fixes":"all","seed":7}"#;
+
+pub fn key_cases() -> Vec<KeyCase> {
+    vec![
+        ("probe-without-key", |s| {
+            expect(
+                "POST /api/probe without a key",
+                send(s.main.port, "POST /api/probe", &[], PROBE),
+                401,
+            )
+            .map(drop)
+        }),
+        ("probe-with-an-unknown-key", |s| {
+            let h = ["Authorization: Bearer mallory"];
+            expect(
+                "POST /api/probe, unknown key",
+                send(s.main.port, "POST /api/probe", &h, PROBE),
+                401,
+            )
+            .map(drop)
+        }),
+        ("probe-with-two-authorization-headers", |s| {
+            let h = ["Authorization: Bearer alpha", "Authorization: Bearer beta"];
+            expect(
+                "POST /api/probe, two keys",
+                send(s.main.port, "POST /api/probe", &h, PROBE),
+                400,
+            )
+            .map(drop)
+        }),
+        ("completion-with-two-authorization-headers", |s| {
+            let h = ["Authorization: Bearer alpha", "Authorization: Bearer beta"];
+            let r = send(
+                s.main.port,
+                "POST /v1/completions",
+                &h,
+                &completion("^hello"),
+            );
+            expect("completion, two keys", r, 400).map(drop)
+        }),
+        ("unauthenticated-slow-bodies-refused-from-headers", |s| {
+            let conns: Vec<_> = (0..64)
+                .map(|_| slow_body(s.main.port, None, false))
+                .collect();
+            let statuses = drip_until_answered(conns, false);
+            let bad: Vec<_> = statuses.iter().filter(|&&c| c != 401).collect();
+            if bad.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} of 64 keyless slow bodies not refused with 401: {bad:?}",
+                    bad.len()
+                ))
+            }
+        }),
+        (
+            "slow-bodies-cut-and-a-legitimate-request-served-meanwhile",
+            |s| {
+                let conns: Vec<_> = (0..64)
+                    .map(|_| slow_body(s.main.port, Some("alpha"), false))
+                    .collect();
+                let h = ["Authorization: Bearer beta"];
+                let served = send(
+                    s.main.port,
+                    "POST /v1/completions",
+                    &h,
+                    &completion("^meanwhile"),
+                );
+                let statuses = drip_until_answered(conns, false);
+                expect("a request while 64 slow bodies are held", served, 200)?;
+                let bad: Vec<_> = statuses.iter().filter(|&&c| c != 408).collect();
+                if bad.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{} of 64 slow bodies not cut with 408: {bad:?}",
+                        bad.len()
+                    ))
+                }
+            },
+        ),
+        ("chunked-body-that-never-ends", |s| {
+            let conns: Vec<_> = (0..8)
+                .map(|_| slow_body(s.main.port, Some("alpha"), true))
+                .collect();
+            let statuses = drip_until_answered(conns, true);
+            if statuses.iter().all(|&c| c == 408) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "endless chunked bodies answered {statuses:?}, expected 408"
+                ))
+            }
+        }),
+        ("a-full-server-answers-503", |s| {
+            let held: Vec<_> = (0..8)
+                .map(|_| slow_body(s.small.port, Some("alpha"), false))
+                .collect();
+            std::thread::sleep(Duration::from_millis(300));
+            let r = send(s.small.port, "GET /healthz", &[], "");
+            drop(held);
+            expect("a connection past --max-connections 8", r, 503).map(drop)
+        }),
+        (
+            "a-burst-of-rejected-prompts-does-not-starve-another-tenant",
+            |s| {
+                let over_pool = completion(&format!("^{}", "CANARY-alpha-burst ".repeat(315)));
+                let burst: Vec<_> = (0..8)
+                    .map(|_| {
+                        let body = over_pool.clone();
+                        let port = s.main.port;
+                        std::thread::spawn(move || {
+                            (0..25)
+                                .map(|_| {
+                                    send(
+                                        port,
+                                        "POST /v1/completions",
+                                        &["Authorization: Bearer alpha"],
+                                        &body,
+                                    )
+                                    .0
+                                })
+                                .collect::<Vec<u16>>()
+                        })
+                    })
+                    .collect();
+                let codes: Vec<u16> = burst.into_iter().flat_map(|t| t.join().unwrap()).collect();
+                if let Some(c) = codes.iter().find(|&&c| c != 400) {
+                    return Err(format!("an over-pool prompt answered {c}, not 400"));
+                }
+                for k in 0..20 {
+                    let r = send(
+                        s.main.port,
+                        "POST /v1/completions",
+                        &["Authorization: Bearer beta"],
+                        &completion(&format!("^beta request {k}")),
+                    );
+                    expect(
+                        &format!("beta's request {k} after alpha's 200 rejected prompts"),
+                        r,
+                        200,
+                    )?;
+                }
+                Ok(())
+            },
+        ),
+        ("per-tenant-prefix-cache-reports-no-foreign-match", |s| {
+            let prompt = format!("^{}", "a shared system prompt ".repeat(40));
+            let cached = |server: &Server, key: &str| -> Result<u64, String> {
+                let h = [format!("Authorization: Bearer {key}")];
+                let text = expect(
+                    "completion",
+                    send(
+                        server.port,
+                        "POST /v1/completions",
+                        &[h[0].as_str()],
+                        &completion(&prompt),
+                    ),
+                    200,
+                )?;
+                let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+                let v: serde_json::Value =
+                    serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))?;
+                v["usage"]["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .ok_or_else(|| body.to_string())
+            };
+            // Per-tenant: beta sees nothing of alpha's prefix; alpha sees its own.
+            cached(&s.main, "alpha")?;
+            let foreign = cached(&s.main, "beta")?;
+            let own = cached(&s.main, "alpha")?;
+            // Shared (the demonstration): beta's count shows alpha's prefix.
+            cached(&s.small, "alpha")?;
+            let shared = cached(&s.small, "beta")?;
+            if foreign == 0 && own > 0 && shared > 0 {
+                Ok(())
+            } else {
+                Err(format!("cached_tokens: per-tenant foreign {foreign}, own {own}; shared foreign {shared}"))
+            }
+        }),
+    ]
+}
+
+/// Run every keyed attack; (attacks, failures).
+pub fn run_keyed() -> (usize, Vec<String>) {
+    let servers = KeyedServers {
+        main: Server::start_openai(&["--prefix-cache", "per-tenant"]),
+        small: Server::start_openai(&["--prefix-cache", "shared", "--max-connections", "8"]),
+    };
+    let cases = key_cases();
+    let failures = cases
+        .iter()
+        .filter_map(|(name, f)| f(&servers).err().map(|e| format!("{name}: {e}")))
+        .collect();
+    (cases.len(), failures)
 }
