@@ -2,7 +2,8 @@
 //!
 //! Flags parse here; the gates live in `kvw_server::audit`. Exit codes: 0
 //! when every gate passes, 1 when one fails or is inconclusive, 2 on an
-//! error (unreachable or non-compatible endpoint, bad flags, limits).
+//! error (unreachable or non-compatible endpoint, bad flags, limits), with
+//! one line on stderr and nothing written.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -116,10 +117,6 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency as usize,
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
     };
-    if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    }
     let progress = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg:12} {bar:30} {pos}/{len} requests")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -128,6 +125,11 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let reports = runtime.block_on(audit::run(opts, progress))?;
+    // Only an audit that ran writes anything: a refused one leaves no folder.
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
     let mut code = ExitCode::SUCCESS;
     for r in &reports {
         let p = &r.predicate;

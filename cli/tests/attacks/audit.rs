@@ -290,6 +290,8 @@ pub struct Ran {
     timed_out: bool,
     /// Receipts written to `--out`.
     receipts: usize,
+    /// `--out` exists afterwards.
+    wrote: bool,
     largest_request: u64,
 }
 
@@ -350,6 +352,7 @@ fn audit(h: &Hostile, extra: &[&str]) -> Ran {
         stderr: err_t.join().unwrap_or_default(),
         timed_out,
         receipts,
+        wrote: out.exists(),
         largest_request: h.largest_request.load(Ordering::Relaxed),
     }
 }
@@ -420,7 +423,7 @@ fn finished(r: &Ran, gates: usize) -> Result<(), String> {
 fn refused(r: &Ran, needle: &str) -> Result<(), String> {
     let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     want(
-        r.code == Some(2) && lines.len() == 1 && lines[0].contains(needle) && r.receipts == 0,
+        r.code == Some(2) && lines.len() == 1 && lines[0].contains(needle) && !r.wrote,
         || {
             format!("exit {:?}, stderr {lines:?}, {} receipts; expected 2 and one line saying {needle:?}", r.code, r.receipts)
         },
@@ -574,6 +577,28 @@ pub fn cases() -> Vec<AuditCase> {
                 "60",
             ],
             expect: |r| refused(r, "5 s limit"),
+        },
+        AuditCase {
+            name: "pool-tokens-flag-2^64-1",
+            lie: Lie::ModelLen(8192),
+            flags: &["--pool-tokens", "18446744073709551615"],
+            expect: |r| refused(r, "not believed"),
+        },
+        AuditCase {
+            name: "context-len-flag-0",
+            lie: Lie::ModelLen(8192),
+            flags: &["--context-len", "0"],
+            expect: |r| refused(r, "0 tokens"),
+        },
+        AuditCase {
+            name: "seventeen-tenants",
+            lie: Lie::ModelLen(8192),
+            flags: &[
+                "--key", "k2", "--key", "k3", "--key", "k4", "--key", "k5", "--key", "k6", "--key",
+                "k7", "--key", "k8", "--key", "k9", "--key", "k10", "--key", "k11", "--key", "k12",
+                "--key", "k13", "--key", "k14", "--key", "k15", "--key", "k16",
+            ],
+            expect: |r| refused(r, "at most 16"),
         },
         AuditCase {
             name: "drip-is-no-finish-reason-finding",
