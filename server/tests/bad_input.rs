@@ -139,6 +139,9 @@ fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
         let (status, text) = post(port, key, path, &body);
         assert_error(status, &text, want, says);
     }
+    // A chunked body past the limit is cut at the limit, not read to its end.
+    let (status, text) = chunked(port, &[b' '; 64 * 1024], 24);
+    assert_error(status, &text, 413, "larger than");
     let (status, text) = common::raw(port, "GET /v1/models HTTP/1.1", b"");
     assert_error(status, &text, 401, "API key");
     // Still serving, and still correct.
@@ -147,4 +150,32 @@ fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["choices"][0]["text"], "still");
     assert_eq!(common::raw(port, "GET /healthz HTTP/1.1", b"").0, 200);
+}
+
+/// POST `times` chunks of `chunk` as k-one, chunked; status and body.
+fn chunked(port: u16, chunk: &[u8], times: usize) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer k-one\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let _ = s.write_all(head.as_bytes());
+    for _ in 0..times {
+        let _ = s.write_all(format!("{:x}\r\n", chunk.len()).as_bytes());
+        let _ = s.write_all(chunk);
+        let _ = s.write_all(b"\r\n");
+    }
+    let _ = s.write_all(b"0\r\n\r\n");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
 }
