@@ -160,19 +160,23 @@ fn consistent(p: &AuditPredicate) -> Result<(), String> {
         _ => {
             let p_value = ev.get("p_value").and_then(serde_json::Value::as_f64);
             let alpha = ev.get("alpha").and_then(serde_json::Value::as_f64);
-            match (result, p_value, alpha) {
-                (GateResult::Pass | GateResult::Fail, None, _) | (_, Some(_), None) => {
-                    if result != GateResult::Inconclusive {
-                        return Err("a decided result without its p-value and alpha".into());
-                    }
-                }
-                (GateResult::Pass, Some(pv), Some(a)) if !(pv >= a) => {
-                    return Err(format!("result pass with p = {pv} below alpha {a}"));
-                }
-                (GateResult::Fail, Some(pv), Some(a)) if !(pv < a) => {
-                    return Err(format!("result fail with p = {pv} not below alpha {a}"));
-                }
-                _ => {}
+            if result == GateResult::Inconclusive {
+                return Ok(());
+            }
+            let (Some(pv), Some(a)) = (p_value, alpha) else {
+                return Err("a decided result without its p-value and alpha".into());
+            };
+            // NaN is neither below alpha nor at or above it.
+            let below = pv.partial_cmp(&a) == Some(std::cmp::Ordering::Less);
+            let at_or_above = matches!(
+                pv.partial_cmp(&a),
+                Some(std::cmp::Ordering::Equal | std::cmp::Ordering::Greater)
+            );
+            if result == GateResult::Pass && !at_or_above {
+                return Err(format!("result pass with p = {pv} below alpha {a}"));
+            }
+            if result == GateResult::Fail && !below {
+                return Err(format!("result fail with p = {pv} not below alpha {a}"));
             }
         }
     }

@@ -211,7 +211,7 @@ fn serve(
             json(&mut w, 400, r#"{"error":{"message":"bad request"}}"#)?;
             continue;
         };
-        if !v["max_tokens"].as_u64().is_some_and(|m| m <= 4096) || prompt.len() > 8192 {
+        if v["max_tokens"].as_u64().is_none_or(|m| m > 4096) || prompt.len() > 8192 {
             json(&mut w, 400, r#"{"error":{"message":"too long"}}"#)?;
             continue;
         }
