@@ -455,18 +455,9 @@ mod tests {
     }
 
     fn ask(e: &LiveEngine, tenant: &str, text: &str, n: u32) -> LiveAnswer {
-        let (tx, rx) = mpsc::channel();
-        e.submit(Submit {
-            tenant: tenant.into(),
-            prompt: model::encode(text),
-            max_new_tokens: n,
-            cache_salt: None,
-            reply: Box::new(move |a| {
-                let _ = tx.send(a);
-            }),
-        })
-        .unwrap();
-        rx.recv_timeout(Duration::from_secs(20)).unwrap()
+        send(e, tenant, text, n)
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
     }
 
     fn doc(canary: &str, len: usize) -> String {

@@ -166,16 +166,5 @@ fn chunked(port: u16, chunk: &[u8], times: usize) -> (u16, String) {
     let _ = s.write_all(b"0\r\n\r\n");
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (status, body)
+    common::parse(&out)
 }

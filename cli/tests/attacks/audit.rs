@@ -430,6 +430,22 @@ fn refused(r: &Ran, needle: &str) -> Result<(), String> {
     )
 }
 
+/// The isolation gate ran and could not decide: answers did not arrive.
+fn isolation_unanswered(r: &Ran) -> Result<(), String> {
+    finished(r, 1)?;
+    gate_is(r, "isolation", "inconclusive", "did not arrive in full")
+}
+
+/// One isolation round whose requests time out after a second.
+const ISOLATION_1S: &[&str] = &[
+    "--gates",
+    "isolation",
+    "--rounds",
+    "1",
+    "--request-timeout",
+    "1",
+];
+
 /// Gates that need no timing pairs; one isolation round.
 const FEW: &[&str] = &["--gates", "capacity,isolation,status", "--rounds", "1"];
 
@@ -445,14 +461,7 @@ pub fn cases() -> Vec<AuditCase> {
         AuditCase {
             name: "partial-body-carrying-the-other-canary-then-stall",
             lie: Lie::PartialLeakThenStall,
-            flags: &[
-                "--gates",
-                "isolation",
-                "--rounds",
-                "1",
-                "--request-timeout",
-                "1",
-            ],
+            flags: ISOLATION_1S,
             expect: |r| {
                 finished(r, 1)?;
                 gate_is(r, "isolation", "fail", "received tenant")
@@ -461,18 +470,8 @@ pub fn cases() -> Vec<AuditCase> {
         AuditCase {
             name: "partial-body-then-stall-is-no-answer",
             lie: Lie::PartialThenStall,
-            flags: &[
-                "--gates",
-                "isolation",
-                "--rounds",
-                "1",
-                "--request-timeout",
-                "1",
-            ],
-            expect: |r| {
-                finished(r, 1)?;
-                gate_is(r, "isolation", "inconclusive", "did not arrive in full")
-            },
+            flags: ISOLATION_1S,
+            expect: isolation_unanswered,
         },
         AuditCase {
             name: "max-model-len-1e12",
@@ -542,10 +541,7 @@ pub fn cases() -> Vec<AuditCase> {
             name: "one-gib-body",
             lie: Lie::GiantBody,
             flags: &["--gates", "isolation", "--rounds", "1"],
-            expect: |r| {
-                finished(r, 1)?;
-                gate_is(r, "isolation", "inconclusive", "did not arrive in full")
-            },
+            expect: isolation_unanswered,
         },
         AuditCase {
             name: "endless-sse-stream",
@@ -558,10 +554,7 @@ pub fn cases() -> Vec<AuditCase> {
                 "--request-timeout",
                 "5",
             ],
-            expect: |r| {
-                finished(r, 1)?;
-                gate_is(r, "isolation", "inconclusive", "did not arrive in full")
-            },
+            expect: isolation_unanswered,
         },
         AuditCase {
             name: "endless-body-max-seconds-5",

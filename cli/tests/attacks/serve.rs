@@ -115,15 +115,7 @@ impl Server {
     pub fn request(&self, raw: &[u8]) -> (u16, String) {
         let mut s = self.connect();
         let _ = s.write_all(raw);
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf);
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        let code = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (code, text)
+        read_response(&mut s)
     }
 
     pub fn get(&self, target: &str) -> (u16, String) {

@@ -15,7 +15,12 @@ pub fn raw(port: u16, head: &str, body: &[u8]) -> (u16, String) {
     let _ = s.write_all(body);
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
+    parse(&out)
+}
+
+/// Status and body of a raw HTTP/1.1 response.
+pub fn parse(out: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(out).into_owned();
     let status = text
         .split(' ')
         .nth(1)
