@@ -195,13 +195,13 @@ impl Client {
                 bounds::MAX_REQUEST_BYTES
             )));
         }
-        // Every wait of this exchange, a free slot included, ends at the
-        // request timeout or when the audit's time is up.
-        let t0 = Instant::now();
-        let until = (tokio::time::Instant::now() + self.limits.request_timeout).min(self.deadline);
-        let Ok(_slot) = tokio::time::timeout_at(until, self.slots.acquire()).await else {
+        // Waiting for a free slot ends when the audit's time is up; the
+        // exchange itself at the request timeout or then, whichever is first.
+        let Ok(_slot) = tokio::time::timeout_at(self.deadline, self.slots.acquire()).await else {
             return Err(self.out_of_time());
         };
+        let t0 = Instant::now();
+        let until = (tokio::time::Instant::now() + self.limits.request_timeout).min(self.deadline);
         let url = format!("{}{}{}", self.origin, self.prefix, path);
         let request = Request::builder()
             .method(method.clone())
