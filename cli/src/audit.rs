@@ -150,7 +150,7 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(dir) = &args.out {
             let path = dir.join(format!("{}.receipt.json", p.gate));
-            crate::probe::write_receipt(&path, args.signing_key.as_deref(), p)?;
+            crate::probe::write_receipt(&path, args.signing_key.as_deref(), p, false)?;
         }
     }
     Ok(code)
