@@ -353,7 +353,7 @@ fn operator_file_cases() -> Vec<Case> {
             })
         }),
         case("site-narrative-step-fifo", |w| {
-            site_narratives(w, "is a FIFO", |step| mkfifo(step))
+            site_narratives(w, "is a FIFO", mkfifo)
         }),
     ]
 }

@@ -1186,6 +1186,16 @@ fn probe_forged(
 
 fn reproduce_cases() -> Vec<Case> {
     let mut c = Vec::new();
+    // The control: the genuine receipt re-runs every run and reproduces.
+    c.push(case("fuzz-genuine-receipt-reproduces", |w| {
+        place(w, FUZZ, FUZZ);
+        Cmd::new(
+            single_reproduce(w, FUZZ),
+            Expect::Harmless {
+                needle: "[reproduced]",
+            },
+        )
+    }));
     // A receipt claiming 2^53 - 1 clean runs: re-running them is over the
     // budget, so it is refused, never "[reproduced]".
     c.push(fuzz_forged(
