@@ -391,6 +391,24 @@ fn output_cases() -> Vec<Case> {
             ]);
             Cmd::new(a, refused(1, "already exists"))
         }),
+        case("audit-out-existing-receipt-before-any-request", |w| {
+            std::fs::create_dir(w.at("au")).unwrap();
+            std::fs::write(w.at("au/isolation.receipt.json"), b"keep me").unwrap();
+            let a = args([
+                OsString::from("audit"),
+                "--endpoint".into(),
+                "http://127.0.0.1:9".into(),
+                "--key".into(),
+                "k1".into(),
+                "--key".into(),
+                "k2".into(),
+                "--gates".into(),
+                "isolation".into(),
+                "--out".into(),
+                w.at("au").into(),
+            ]);
+            Cmd::new(a, refused(2, "already exists"))
+        }),
         case("fuzz-out-existing-receipt", |w| {
             std::fs::create_dir(w.at("fz")).unwrap();
             std::fs::write(w.at("fz/fuzz-fixes-all-seed-2026.json"), b"keep me").unwrap();
