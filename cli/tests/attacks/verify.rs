@@ -1211,48 +1211,27 @@ fn reproduce_cases() -> Vec<Case> {
         },
     ));
     // Every field of the counterexample and every count is compared.
-    c.push(fuzz_forged(
-        "fuzz-clean-claim-for-violating-runs",
-        "does not reproduce",
-        |p| {
+    type Edit = fn(&mut serde_json::Value);
+    let altered: [(&str, Edit); 7] = [
+        ("fuzz-clean-claim-for-violating-runs", |p| {
             p["violating_runs"] = json!(0);
             p["by_invariant"] = json!([]);
             p["counterexample"] = serde_json::Value::Null;
-        },
-    ));
-    c.push(fuzz_forged(
-        "fuzz-counterexample-detail-altered",
-        "does not reproduce",
-        |p| {
+        }),
+        ("fuzz-counterexample-detail-altered", |p| {
             p["counterexample"]["detail"] = json!("nothing happened");
-        },
-    ));
-    c.push(fuzz_forged(
-        "fuzz-counterexample-rid-altered",
-        "does not reproduce",
-        |p| {
+        }),
+        ("fuzz-counterexample-rid-altered", |p| {
             p["counterexample"]["rid"] = json!("req-other");
-        },
-    ));
-    c.push(fuzz_forged(
-        "fuzz-counterexample-run-altered",
-        "does not reproduce",
-        |p| {
+        }),
+        ("fuzz-counterexample-run-altered", |p| {
             let run = p["counterexample"]["run"].as_u64().unwrap();
             p["counterexample"]["run"] = json!((run + 1) % 60);
-        },
-    ));
-    c.push(fuzz_forged(
-        "fuzz-counterexample-pages-dropped",
-        "does not reproduce",
-        |p| {
+        }),
+        ("fuzz-counterexample-pages-dropped", |p| {
             p["counterexample"]["pages"] = json!([]);
-        },
-    ));
-    c.push(fuzz_forged(
-        "fuzz-by-invariant-renamed",
-        "does not reproduce",
-        |p| {
+        }),
+        ("fuzz-by-invariant-renamed", |p| {
             let first = p["counterexample"]["invariant"]
                 .as_str()
                 .unwrap()
@@ -1265,16 +1244,15 @@ fn reproduce_cases() -> Vec<Case> {
             let runs = p["violating_runs"].clone();
             p["by_invariant"] = json!([{"invariant": other, "runs": runs}]);
             p["counterexample"]["invariant"] = json!(other);
-        },
-    ));
-    c.push(fuzz_forged(
-        "fuzz-stalled-runs-altered",
-        "does not reproduce",
-        |p| {
+        }),
+        ("fuzz-stalled-runs-altered", |p| {
             let s = p["stalled_runs"].as_u64().unwrap();
             p["stalled_runs"] = json!(if s == 0 { 1 } else { s - 1 });
-        },
-    ));
+        }),
+    ];
+    for (name, edit) in altered {
+        c.push(fuzz_forged(name, "does not reproduce", edit));
+    }
     // Counts that do not add up are refused by plain verification.
     c.push(fuzz_counts("fuzz-by-invariant-sum-wrong", "sum to", |p| {
         let n = p["by_invariant"][0]["runs"].as_u64().unwrap();
