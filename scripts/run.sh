@@ -33,7 +33,7 @@ echo
 echo "== the model check: the shortest path to the leak, with no fix (exit 1 expected)"
 mkdir -p dist/model-check
 rc=0
-"$kvw" check --fixes none --requests 1 --out dist/model-check/model-check-fixes-none.json || rc=$?
+"$kvw" check --fixes none --requests 1 --force --out dist/model-check/model-check-fixes-none.json || rc=$?
 if [[ $rc -ne 1 ]]; then
   echo "run: kvw check --fixes none was expected to find the counterexample (exit 1), got exit $rc" >&2
   exit 1

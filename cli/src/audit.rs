@@ -69,9 +69,12 @@ pub struct AuditArgs {
     /// Print one JSON object per gate.
     #[arg(long)]
     pub json: bool,
-    /// Write one signed receipt per gate into this folder.
+    /// Write one signed receipt per gate into this folder (a receipt that
+    /// exists there is refused unless --force).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::write::ForceArg,
     /// Signing key file (default: the local key).
     #[arg(long)]
     pub signing_key: Option<PathBuf>,
@@ -117,6 +120,12 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency as usize,
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
     };
+    if let Some(dir) = &args.out {
+        // Every receipt name before any request: a refusal writes nothing.
+        for gate in &opts.gates {
+            crate::write::check_new(&dir.join(receipt_name(gate)), args.force.force)?;
+        }
+    }
     let progress = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg:12} {bar:30} {pos}/{len} requests")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -151,9 +160,14 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
             outln!("{:<13} {:<12} {}", p.gate, word, p.reason)?;
         }
         if let Some(dir) = &args.out {
-            let path = dir.join(format!("{}.receipt.json", p.gate));
-            crate::probe::write_receipt(&path, args.signing_key.as_deref(), p)?;
+            let path = dir.join(receipt_name(&p.gate));
+            crate::probe::write_receipt(&path, args.signing_key.as_deref(), p, args.force.force)?;
         }
     }
     Ok(code)
+}
+
+/// The receipt `--out DIR` holds for `gate`.
+fn receipt_name(gate: &str) -> String {
+    format!("{gate}.receipt.json")
 }

@@ -17,14 +17,21 @@ use kvw_engine::config::{incident_config, DEFAULT_SEED};
 use kvw_engine::model::{self, HEAD_DIM, SM_SCALE};
 use kvw_engine::probe;
 
+/// Most repetitions of a measurement: each repeats a whole incident-scale
+/// probe, so 100 is already minutes.
+pub const MAX_REPS: u32 = 100;
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Repetitions of each measurement (the best is reported).
-    #[arg(long, default_value_t = 3)]
+    /// Repetitions of each measurement, 1 to 100 (the best is reported).
+    #[arg(long, default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_REPS as i64))]
     pub reps: u32,
-    /// Also time this many randomized runs with every fix (the throughput
-    /// benchmark of `kvw fuzz`; 100000 for the published figure).
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    /// Also time this many randomized runs with every fix, at most 10000000
+    /// (the throughput benchmark of `kvw fuzz`; 100000 for the published
+    /// figure).
+    #[arg(long, default_value_t = 0, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(0..=crate::fuzz::MAX_RUNS))]
     pub fuzz_runs: u64,
 }
 

@@ -75,8 +75,13 @@ fn read_model_checks(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, kvw_evide
                 .file_name()
                 .and_then(|n| n.to_str())
                 .ok_or_else(|| anyhow!("--model-check {} has no file name", path.display()))?;
-            let bytes =
-                std::fs::read(path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?;
+            // A FIFO, a device or a link to one is refused, never read.
+            let bytes = kvw_evidence::fsutil::read_limited(
+                path,
+                kvw_evidence::receipt::MAX_RECEIPT_BYTES,
+                "model-check receipt",
+            )
+            .map_err(|e| anyhow!("--model-check: {e}"))?;
             let envelope = kvw_evidence::Envelope::from_json(&bytes)
                 .map_err(|e| anyhow!("{}: {e}", path.display()))?;
             Ok((name.to_string(), envelope))
@@ -243,7 +248,7 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     )
     .map_err(|e| anyhow!("the bundle just written does not verify: {e}"))?;
     if !report.ok() {
-        outln!("{}", crate::out::clean_lines(&report.to_string()))?;
+        crate::verify::print_report(&report)?;
         bail!("the bundle just written does not verify");
     }
     outln!(

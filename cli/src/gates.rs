@@ -20,9 +20,12 @@ pub struct GatesArgs {
     /// Fix switches: a comma list, `none` or `all`.
     #[arg(long, default_value = "all", value_parser = crate::check::parse_fix_arg)]
     pub fixes: FixArg,
-    /// Write the gates receipt and one receipt per scenario into this folder.
+    /// Write the gates receipt and one receipt per scenario into this
+    /// folder (a receipt that exists there is refused unless --force).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::write::ForceArg,
     /// Signing key file (default: the local key, created on first use).
     #[arg(long)]
     pub key: Option<PathBuf>,
@@ -109,7 +112,14 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
         }
     )?;
     if let Some(dir) = &args.out {
-        write_all(dir, args.key.as_deref(), fixes, &judged, &gates)?;
+        write_all(
+            dir,
+            args.key.as_deref(),
+            fixes,
+            &judged,
+            &gates,
+            args.force.force,
+        )?;
         eprintln!("signed receipts written to {}", dir.display());
     }
     if !gates.all_pass {
@@ -129,6 +139,7 @@ fn write_all(
     fixes: &[kvw_evidence::Fix],
     judged: &[kvw_engine::scenarios::Judged],
     gates: &kvw_evidence::scenario::GatesPredicate,
+    force: bool,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
@@ -136,8 +147,13 @@ fn write_all(
         Some(k) => kvw_evidence::Signer::load(k)?,
         None => kvw_evidence::Signer::load_or_create_default()?.0,
     };
-    for (name, envelope) in signed(fixes, judged, gates, &signer)? {
-        crate::probe::write_envelope(&dir.join(name), &envelope)?;
+    let files = signed(fixes, judged, gates, &signer)?;
+    // Every name first: a refusal writes none of them.
+    for (name, _) in &files {
+        crate::write::check_new(&dir.join(name), force)?;
+    }
+    for (name, envelope) in &files {
+        crate::probe::write_envelope(&dir.join(name), envelope, force)?;
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ mod out;
 
 mod audit;
 mod bench;
+mod budget;
 mod bundle;
 mod check;
 mod fuzz;
@@ -20,6 +21,7 @@ mod serve;
 mod site;
 mod verify;
 mod verify_results;
+mod write;
 
 use std::process::ExitCode;
 

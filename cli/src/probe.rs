@@ -65,12 +65,19 @@ pub struct IncidentArgs {
     /// Print one JSON object (the receipt predicate) instead of the account.
     #[arg(long)]
     pub json: bool,
-    /// Also write a signed receipt (DSSE envelope) to this file.
+    /// Also write a signed receipt (DSSE envelope) to this file (an
+    /// existing file is refused unless --force).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::write::ForceArg,
     /// Signing key file (default: the local key, created on first use).
     #[arg(long)]
     pub key: Option<PathBuf>,
+    /// Size limits (defaults 65536 pages per pool and 33554432 attended
+    /// tokens): a probe over them is refused before it runs.
+    #[command(flatten)]
+    pub budget: crate::budget::ProbeBudget,
 }
 
 impl IncidentArgs {
@@ -91,6 +98,9 @@ impl IncidentArgs {
             c = with_prefill_pool(c, pool)?;
         }
         validate(&c)?;
+        self.budget
+            .check(&c)
+            .map_err(|why| anyhow::anyhow!("probe refused: {why}"))?;
         Ok(c)
     }
 }
@@ -103,9 +113,12 @@ pub fn run(cmd: ProbeCommand) -> anyhow::Result<()> {
 
 fn incident(args: IncidentArgs) -> anyhow::Result<()> {
     let config = args.config()?;
+    if let Some(path) = &args.out {
+        crate::write::check_new(path, args.force.force)?;
+    }
     let predicate = probe::run(&config)?;
     if let Some(path) = &args.out {
-        write_receipt(path, args.key.as_deref(), &predicate)?;
+        write_receipt(path, args.key.as_deref(), &predicate, args.force.force)?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -120,13 +133,16 @@ fn incident(args: IncidentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sign a predicate of any kind and write the DSSE envelope; the file
-/// appears whole or not at all.
+/// Sign a predicate of any kind and write the DSSE envelope under the one
+/// output rule of [`crate::write`]: an existing file is refused unless
+/// `force`; the file appears whole or not at all.
 pub fn write_receipt<P: kvw_evidence::PredicateKind>(
     path: &std::path::Path,
     key: Option<&std::path::Path>,
     p: &P,
+    force: bool,
 ) -> anyhow::Result<()> {
+    crate::write::check_new(path, force)?;
     let signer = match key {
         Some(k) => Signer::load(k)?,
         None => Signer::load_or_create_default()?.0,
@@ -136,25 +152,16 @@ pub fn write_receipt<P: kvw_evidence::PredicateKind>(
         .and_then(|n| n.to_str())
         .ok_or_else(|| anyhow::anyhow!("--out {} has no file name", path.display()))?;
     let envelope = kvw_evidence::sign_statement(name, p, &signer)?;
-    write_envelope(path, &envelope)
+    write_envelope(path, &envelope, force)
 }
 
-/// Write a signed envelope to `path` atomically (a temporary file beside
-/// it, renamed into place).
+/// Write a signed envelope to `path` (see [`crate::write::write_file`]).
 pub fn write_envelope(
     path: &std::path::Path,
     envelope: &kvw_evidence::Envelope,
+    force: bool,
 ) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| anyhow::anyhow!("cannot write in {}: {e}", dir.display()))?;
-    tmp.write_all(envelope.to_json_pretty().as_bytes())?;
-    tmp.persist(path)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
-    Ok(())
+    crate::write::write_file(path, envelope.to_json_pretty().as_bytes(), force)
 }
 
 pub fn parse_lang(s: &str) -> Result<Lang, String> {

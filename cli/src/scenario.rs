@@ -40,9 +40,12 @@ pub struct RunArgs {
     /// Print the scenario predicate as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Write a signed scenario receipt to this file.
+    /// Write a signed scenario receipt to this file (an existing file is
+    /// refused unless --force).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::write::ForceArg,
     /// Signing key file (default: the local key, created on first use).
     #[arg(long)]
     pub key: Option<PathBuf>,
@@ -92,6 +95,9 @@ fn list(as_json: bool) -> anyhow::Result<()> {
 }
 
 fn run_one(args: RunArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.out {
+        crate::write::check_new(path, args.force.force)?;
+    }
     let Some(judged) = receipts::run_named(&args.name, &args.fixes.0) else {
         bail!(
             "unknown scenario '{}' (see kvw scenario list)",
@@ -141,7 +147,7 @@ fn run_one(args: RunArgs) -> anyhow::Result<()> {
         )?;
     }
     if let Some(path) = &args.out {
-        crate::probe::write_receipt(path, args.key.as_deref(), &predicate)?;
+        crate::probe::write_receipt(path, args.key.as_deref(), &predicate, args.force.force)?;
         eprintln!("signed receipt written to {}", path.display());
     }
     if judged.status == Status::Fail {

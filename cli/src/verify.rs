@@ -14,15 +14,18 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
 
-use crate::out::{clean, clean_lines};
-use kvw_evidence::bundle::{check_reproduction, describe, ReceiptLine, ReceiptOk, RECEIPTS_DIR};
+use crate::budget::ReproduceBudget;
+use crate::out::clean;
+use kvw_evidence::bundle::{
+    check_reproduction, describe, BundleReport, ReceiptLine, ReceiptOk, RECEIPTS_DIR,
+};
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
 use kvw_evidence::kinds;
 use kvw_evidence::receipt::{check_receipt_name, verify_statement_file};
-use kvw_evidence::VerifiedReceipt;
 use kvw_evidence::{
     verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions, PREDICATE_TYPE,
 };
+use kvw_evidence::{VerifiedReceipt, VerifiedStatement};
 
 /// Verify a bundle folder or a single receipt.
 #[derive(clap::Args, Debug, Clone)]
@@ -37,14 +40,25 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "PUBFILE")]
     pub key: Option<PathBuf>,
 
-    /// Also re-run every receipt (probe, scenario, gates, fuzz) with its
-    /// recorded config and require the same reproducible result.
+    /// Also re-run every receipt (probe, scenario, gates, fuzz: every run
+    /// it counts) with its recorded config and require the same
+    /// reproducible result; a model check or an audit is marked "not
+    /// re-run". A re-run over the budget below is refused before it starts.
     #[arg(long)]
     pub reproduce: bool,
+
+    #[command(flatten)]
+    pub budget: ReproduceBudget,
 }
 
-/// Re-run a probe for `--reproduce`, reducing any error to one line.
-fn rerun(config: &ProbeConfig) -> Result<ProbePredicate, String> {
+/// Re-run a probe for `--reproduce` within `budget`, reducing any error to
+/// one line.
+fn rerun(config: &ProbeConfig, budget: &ReproduceBudget) -> Result<ProbePredicate, String> {
+    kvw_engine::config::validate(config).map_err(|e| e.to_string())?;
+    budget
+        .probe
+        .check(config)
+        .map_err(|why| format!("not re-run: {why}"))?;
     kvw_engine::probe::run(config).map_err(|e| format!("{e:#}").replace('\n', " "))
 }
 
@@ -78,17 +92,16 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
 }
 
 fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Result<()> {
+    let budget = args.budget;
+    let probe = move |c: &ProbeConfig| rerun(c, &budget);
+    let other = move |s: &VerifiedStatement| crate::verify_results::reproduce(s, &budget);
     let options = VerifyOptions {
         trusted_key: trusted,
-        reproduce: if args.reproduce { Some(&rerun) } else { None },
-        reproduce_other: if args.reproduce {
-            Some(&crate::verify_results::reproduce)
-        } else {
-            None
-        },
+        reproduce: if args.reproduce { Some(&probe) } else { None },
+        reproduce_other: if args.reproduce { Some(&other) } else { None },
     };
     let report = verify_bundle(&args.path, &options).map_err(|e| anyhow!("{e}"))?;
-    outln!("{}", clean_lines(&report.to_string()))?;
+    print_report(&report)?;
     if report.ok() {
         Ok(())
     } else {
@@ -99,6 +112,16 @@ fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
             args.path.display()
         )
     }
+}
+
+/// Print a bundle report, each line escaped whole: a newline inside a
+/// signed field stays inside its line and cannot print a line of its own.
+pub fn print_report(report: &BundleReport) -> anyhow::Result<()> {
+    outln!("{}", clean(&report.key_line()))?;
+    for line in &report.receipts {
+        outln!("{}", clean(&line.to_string()))?;
+    }
+    outln!("{}", clean(&report.summary()))
 }
 
 /// The public key to check a lone receipt with: `--key`, else `kvw.pub.json`
@@ -155,7 +178,8 @@ fn verify_single(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
     let (key, key_line) = key_for_single(&args.path, trusted)?;
     outln!("{}", clean(&key_line))?;
     let shown = args.path.display().to_string();
-    let result = check_single(&args.path, &key, args.reproduce);
+    let budget = args.reproduce.then_some(&args.budget);
+    let result = check_single(&args.path, &key, budget);
     let failed = result.is_err();
     let line = ReceiptLine {
         file: shown.clone(),
@@ -165,11 +189,21 @@ fn verify_single(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
     if failed {
         bail!("receipt {shown} failed verification");
     }
-    outln!("OK: 1 of 1 receipts ok")?;
+    let rerun = match &line.result {
+        Ok(ok) if ok.reproduced => "; 1 reproduced, 0 not re-run",
+        Ok(ok) if ok.not_rerun.is_some() => "; 0 reproduced, 1 not re-run",
+        _ => "",
+    };
+    outln!("OK: 1 of 1 receipts ok{rerun}")?;
     Ok(())
 }
 
-fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<ReceiptOk, String> {
+/// Check one receipt file; with `reproduce`, re-run it within that budget.
+fn check_single(
+    path: &Path,
+    key: &PublicKey,
+    reproduce: Option<&ReproduceBudget>,
+) -> Result<ReceiptOk, String> {
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -184,22 +218,22 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
     }
     if statement.predicate_type != PREDICATE_TYPE {
         let (label, outcome) = kinds::describe(&statement)?;
-        let reproduced = reproduce && crate::verify_results::reproduce(&statement)?;
-        if reproduce && !reproduced {
-            return Err(format!(
-                "--reproduce cannot re-run a {label} receipt here; re-check a model check with kvw check"
-            ));
-        }
+        let rerun = match reproduce {
+            Some(budget) => Some(crate::verify_results::reproduce(&statement, budget)?),
+            None => None,
+        };
         return Ok(ReceiptOk {
             name: statement.name,
             label,
             outcome,
-            reproduced,
-        });
+            reproduced: false,
+            not_rerun: None,
+        }
+        .with_rerun(rerun));
     }
     let verified = VerifiedReceipt::from_statement(statement).map_err(|e| e.to_string())?;
-    if reproduce {
-        check_reproduction(&verified, &rerun)?;
+    if let Some(budget) = reproduce {
+        check_reproduction(&verified, &|c: &ProbeConfig| rerun(c, budget))?;
     }
     Ok(ReceiptOk {
         name: verified.name.clone(),
@@ -208,6 +242,7 @@ fn check_single(path: &Path, key: &PublicKey, reproduce: bool) -> Result<Receipt
             &verified.predicate,
             kvw_evidence::render::Lang::En,
         ),
-        reproduced: reproduce,
+        reproduced: reproduce.is_some(),
+        not_rerun: None,
     })
 }

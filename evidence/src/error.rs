@@ -32,6 +32,10 @@ pub enum EvidenceError {
     #[error("is {kind}, not a regular file")]
     NotRegularFile { kind: &'static str },
 
+    /// A file that should hold text holds other bytes.
+    #[error("{what} is not UTF-8 text")]
+    NotText { what: &'static str },
+
     /// Input larger than the verifier accepts.
     #[error("{what} is {size} bytes, over the {limit}-byte limit")]
     TooLarge {

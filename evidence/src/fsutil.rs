@@ -1,8 +1,12 @@
-//! Bounded, non-blocking file reading.
+//! Bounded, non-blocking file reading: the one reader of files kvwitness
+//! did not write itself.
 //!
-//! A verifier reads files it does not trust; reading one must not be able to
-//! exhaust memory, block forever or wander out of a folder. Every read in
-//! this crate goes through [`read_limited`] or [`read_no_follow`], which
+//! A verifier reads files it does not trust, and an operator names files
+//! (`--key`, `--keys-file`, `--model-check`, a narrative folder) that may be
+//! a FIFO, a device or a link to one. Reading one must not be able to
+//! exhaust memory, block forever or wander out of a folder. Every such read
+//! in the workspace goes through [`read_limited`] (or [`read_text`]) or
+//! [`read_no_follow`], which
 //!
 //! * refuse anything but a regular file *before* opening it (a FIFO would
 //!   block `open` forever, a device would never end), and open with
@@ -11,6 +15,11 @@
 //!   over its limit before (and while) reading it;
 //! * for bundle files ([`read_no_follow`]), refuse symbolic links, also at
 //!   open time (`O_NOFOLLOW`).
+//!
+//! The link policy of operator files ([`read_limited`]): a symbolic link is
+//! followed, and what it leads to must itself be a regular file under the
+//! limit, so a link to `/dev/zero` or a FIFO is refused like the device or
+//! FIFO itself.
 
 use std::fs::{File, Metadata};
 use std::io::Read as _;
@@ -61,6 +70,12 @@ pub(crate) fn require_regular(path: &Path, meta: &Metadata) -> Result<(), Eviden
 /// it if it holds more than `limit` bytes or is not a regular file.
 pub fn read_limited(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, EvidenceError> {
     read(path, limit, what, true)
+}
+
+/// [`read_limited`] as UTF-8 text; other bytes are refused, naming the file.
+pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, EvidenceError> {
+    let bytes = read_limited(path, limit, what)?;
+    String::from_utf8(bytes).map_err(|_| EvidenceError::NotText { what }.in_file(path))
 }
 
 /// Like [`read_limited`], but a symbolic link is refused, never followed.

@@ -36,7 +36,7 @@ pub mod vocab;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bundle;
 #[cfg(not(target_arch = "wasm32"))]
-mod fsutil;
+pub mod fsutil;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

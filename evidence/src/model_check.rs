@@ -260,6 +260,12 @@ pub enum ModelCheckError {
 /// 1..=n; `all_hold` agreeing with the property results.
 pub fn check_model_check_predicate(p: &ModelCheckPredicate) -> Result<(), ModelCheckError> {
     let bad = |m: String| Err(ModelCheckError::Inconsistent(m));
+    if p.exploration.unique_states > p.exploration.states {
+        return bad(format!(
+            "{} unique states out of {} states generated",
+            p.exploration.unique_states, p.exploration.states
+        ));
+    }
     let violated: Vec<&str> = p
         .properties
         .iter()

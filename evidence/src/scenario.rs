@@ -319,12 +319,7 @@ impl PredicateKind for FuzzPredicate {
     const PREDICATE_TYPE: &'static str = FUZZ_PREDICATE_TYPE;
     const WHAT: &'static str = "fuzz predicate";
     fn check(&self) -> Result<(), EvidenceError> {
-        if self.violating_runs > self.runs {
-            return Err(inconsistent(
-                Self::WHAT,
-                "more violating runs than runs".into(),
-            ));
-        }
+        self.check_counts()?;
         match &self.counterexample {
             Some(c) => {
                 check_trace(Self::WHAT, &c.events, &c.trace_sha256)?;
@@ -348,6 +343,65 @@ impl PredicateKind for FuzzPredicate {
                 ))
             }
             None => {}
+        }
+        Ok(())
+    }
+}
+
+impl FuzzPredicate {
+    /// The counts add up: at least one run, violating and stalled runs
+    /// among them, one positive count per invariant summing to the
+    /// violating runs, and a counterexample exactly when a run violated,
+    /// from one of the runs, for an invariant counted.
+    fn check_counts(&self) -> Result<(), EvidenceError> {
+        let bad = |m: &str| Err(inconsistent(Self::WHAT, m.to_string()));
+        if self.runs == 0 {
+            return bad("no runs");
+        }
+        if self.violating_runs > self.runs {
+            return bad("more violating runs than runs");
+        }
+        if self.stalled_runs > self.runs {
+            return bad("more stalled runs than runs");
+        }
+        let mut sum = 0u64;
+        for (i, c) in self.by_invariant.iter().enumerate() {
+            if c.runs == 0 {
+                return bad("an invariant counted with zero runs");
+            }
+            if self.by_invariant[..i]
+                .iter()
+                .any(|o| o.invariant == c.invariant)
+            {
+                return bad("an invariant counted twice");
+            }
+            sum = match sum.checked_add(c.runs) {
+                Some(s) => s,
+                None => return bad("the counts per invariant overflow"),
+            };
+        }
+        if sum != self.violating_runs {
+            return Err(inconsistent(
+                Self::WHAT,
+                format!(
+                    "the counts per invariant sum to {sum}, not to the {} violating runs",
+                    self.violating_runs
+                ),
+            ));
+        }
+        if let Some(c) = &self.counterexample {
+            if self.violating_runs == 0 {
+                return bad("a counterexample but no violating run");
+            }
+            if c.run >= self.runs {
+                return bad("the counterexample's run is not one of the runs");
+            }
+            if !self.by_invariant.iter().any(|i| i.invariant == c.invariant) {
+                return bad("the counterexample's invariant is not among those counted");
+            }
+            if (c.original_requests as usize) < c.requests.len() {
+                return bad("the counterexample has more requests than the run it shrank");
+            }
         }
         Ok(())
     }

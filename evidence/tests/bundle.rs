@@ -520,7 +520,7 @@ fn other_kinds_are_listed_signed_and_re_run_through_the_caller() {
             st.predicate_type,
             kvw_evidence::scenario::GATES_PREDICATE_TYPE
         );
-        Ok(true)
+        Ok(kvw_evidence::bundle::Rerun::Reproduced)
     };
     let opts = VerifyOptions {
         reproduce_other: Some(&agree),
@@ -528,6 +528,19 @@ fn other_kinds_are_listed_signed_and_re_run_through_the_caller() {
     };
     let report = verify_bundle(&dir, &opts).unwrap();
     assert!(report.ok() && line(&report).result.unwrap().reproduced);
+    assert!(report.summary().contains("1 reproduced, 0 not re-run"));
+    // A kind the caller does not re-run is ok, and its line says so.
+    let skip = |_: &kvw_evidence::VerifiedStatement| {
+        Ok(kvw_evidence::bundle::Rerun::NotRerun("not here".into()))
+    };
+    let opts = VerifyOptions {
+        reproduce_other: Some(&skip),
+        ..VerifyOptions::default()
+    };
+    let report = verify_bundle(&dir, &opts).unwrap();
+    let ok = line(&report).result.unwrap();
+    assert!(report.ok() && !ok.reproduced && ok.not_rerun.as_deref() == Some("not here"));
+    assert!(report.to_string().contains("[not re-run: not here]"));
     let disagree = |_: &kvw_evidence::VerifiedStatement| Err("re-run differs".to_string());
     let opts = VerifyOptions {
         reproduce_other: Some(&disagree),

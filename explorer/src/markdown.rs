@@ -24,6 +24,9 @@ macro_rules! narratives {
     };
 }
 
+/// Largest narrative step file read from a folder.
+pub const MAX_NARRATIVE_BYTES: u64 = 256 * 1024;
+
 const EN: [&str; 7] = narratives!("en");
 const IT: [&str; 7] = narratives!("it");
 
@@ -48,7 +51,11 @@ pub fn narratives(lang: Lang, dir: Option<&Path>) -> std::io::Result<Vec<String>
         .map(|n| {
             let text = match dir {
                 Some(dir) => {
-                    std::fs::read_to_string(dir.join(lang.code()).join(format!("step-{n}.md")))?
+                    let path = dir.join(lang.code()).join(format!("step-{n}.md"));
+                    // Regular files under a cap only: a FIFO would block the
+                    // build, a link to /dev/zero would never end.
+                    kvw_evidence::fsutil::read_text(&path, MAX_NARRATIVE_BYTES, "narrative step")
+                        .map_err(|e| std::io::Error::other(e.to_string()))?
                 }
                 None => builtin[n - 1].to_string(),
             };

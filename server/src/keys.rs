@@ -12,6 +12,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
+/// Largest keys file read: 1 MiB holds thousands of `tenant:key` lines.
+pub const MAX_KEYS_FILE_BYTES: u64 = 1024 * 1024;
+
 /// Key → tenant; empty means open (every well-formed key is its own tenant).
 #[derive(Debug, Clone, Default)]
 pub struct Keys(HashMap<String, String>);
@@ -24,8 +27,9 @@ impl Keys {
             add(&mut map, k, k)?;
         }
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read keys file {}", path.display()))?;
+            // Bounded and regular files only: a FIFO or /dev/zero is refused.
+            let text = kvw_evidence::fsutil::read_text(path, MAX_KEYS_FILE_BYTES, "keys file")
+                .map_err(|e| anyhow::anyhow!("--keys-file: {e}"))?;
             for (n, line) in text.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() || line.starts_with('#') {

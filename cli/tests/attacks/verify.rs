@@ -1024,5 +1024,359 @@ pub fn cases() -> Vec<Case> {
             verify_trusted(w)
         },
     ));
+    c.extend(reproduce_cases());
+    c
+}
+
+// --- `--reproduce` re-runs what a receipt claims; counts add up; every
+// field is escaped on its own line; re-runs are sized before they start.
+
+/// A genuine fuzz receipt name (fixes none: it finds a violation).
+const FUZZ: &str = "fuzz-fixes-none-seed-2026.json";
+/// Runs of the genuine fuzz receipt.
+const FUZZ_RUNS: &str = "60";
+const MODEL_CHECK: &str = "model-check-fixes-none.json";
+
+/// Genuine fuzz and model-check receipts, signed with the bundle key by
+/// the real `kvw fuzz` and `kvw check`, made once per test process.
+fn genuine_others() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("signing-key.json");
+        attacker().save(&key).unwrap();
+        let run = |a: &[&std::ffi::OsStr]| {
+            std::process::Command::new(KVW)
+                .args(a)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap()
+        };
+        let k = key.as_os_str();
+        let fuzz = run(&[
+            "fuzz".as_ref(),
+            "--fixes".as_ref(),
+            "none".as_ref(),
+            "--runs".as_ref(),
+            FUZZ_RUNS.as_ref(),
+            "--key".as_ref(),
+            k,
+            "--out".as_ref(),
+            dir.path().as_os_str(),
+        ]);
+        assert_eq!(
+            fuzz.code(),
+            Some(1),
+            "kvw fuzz --fixes none finds a violation"
+        );
+        let check = run(&[
+            "check".as_ref(),
+            "--fixes".as_ref(),
+            "none".as_ref(),
+            "--requests".as_ref(),
+            "1".as_ref(),
+            "--key".as_ref(),
+            k,
+            "--out".as_ref(),
+            dir.path().join(MODEL_CHECK).as_os_str(),
+        ]);
+        assert_eq!(
+            check.code(),
+            Some(1),
+            "kvw check --fixes none finds the leak"
+        );
+        dir
+    })
+    .path()
+}
+
+/// Copy a genuine receipt of another kind into `rel` of the work folder.
+fn place(w: &Work, name: &str, rel: &str) {
+    w.write(rel, std::fs::read(genuine_others().join(name)).unwrap());
+}
+
+/// `kvw verify FILE --key <bundle key> --reproduce`.
+fn single_reproduce(w: &Work, rel: &str) -> Vec<OsString> {
+    args([
+        OsString::from("verify"),
+        w.p(rel).into(),
+        "--key".into(),
+        w.at("bundle.pub.json").into(),
+        "--reproduce".into(),
+    ])
+}
+
+/// An audit receipt whose reason is `reason`, signed with the bundle key.
+fn audit_receipt(w: &Work, rel: &str, reason: &str) {
+    let p = kvw_evidence::audit::AuditPredicate {
+        gate: "isolation".into(),
+        result: kvw_evidence::audit::GateResult::Fail,
+        endpoint: "http://127.0.0.1:9".into(),
+        auditor_version: "0".into(),
+        reason: reason.into(),
+        evidence: json!({"leaked": ["CANARY-t0-1"]}),
+        exchanges: vec![],
+    };
+    let name = rel.rsplit('/').next().unwrap();
+    let env = kvw_evidence::sign_statement(name, &p, &attacker()).unwrap();
+    w.write(rel, env.to_json_pretty());
+}
+
+/// List the receipt at `rel` among the index's other kinds and re-seal.
+fn list_other(w: &Work, rel: &str) {
+    let st = kvw_evidence::verify_statement(&w.read(rel), &attacker().public()).unwrap();
+    let entry = kvw_evidence::bundle::OtherEntry::for_statement(rel, &st).unwrap();
+    w.edit_index(|i| {
+        let others = i
+            .as_object_mut()
+            .unwrap()
+            .entry("others")
+            .or_insert(json!([]));
+        others
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::to_value(&entry).unwrap());
+    });
+    w.reseal_keep_index();
+}
+
+/// A forged copy of the genuine fuzz receipt, verified alone with --reproduce.
+fn fuzz_forged(
+    name: &str,
+    needle: &'static str,
+    edit: impl Fn(&mut serde_json::Value) + Send + Sync + 'static,
+) -> Case {
+    case(name, move |w| {
+        place(w, FUZZ, FUZZ);
+        w.forge_statement(FUZZ, |v| edit(&mut v["predicate"]));
+        Cmd::new(single_reproduce(w, FUZZ), refused(1, needle))
+    })
+}
+
+/// A forged copy of the genuine fuzz receipt, verified alone without a re-run.
+fn fuzz_counts(
+    name: &str,
+    needle: &'static str,
+    edit: impl Fn(&mut serde_json::Value) + Send + Sync + 'static,
+) -> Case {
+    case(name, move |w| {
+        place(w, FUZZ, FUZZ);
+        w.forge_statement(FUZZ, |v| edit(&mut v["predicate"]));
+        let mut a = single_reproduce(w, FUZZ);
+        a.pop();
+        Cmd::new(a, refused(1, needle))
+    })
+}
+
+/// The leak receipt with its config edited, verified with --reproduce.
+fn probe_forged(
+    name: &str,
+    needle: &'static str,
+    edit: impl Fn(&mut kvw_evidence::ProbeConfig) + Send + Sync + 'static,
+) -> Case {
+    case(name, move |w| {
+        w.forge_predicate(LEAK, "incident-walkthrough-fixes-none.json", |p| {
+            edit(&mut p.config)
+        });
+        w.reseal_all();
+        Cmd::new(reproduce(w), refused(1, needle))
+    })
+}
+
+fn reproduce_cases() -> Vec<Case> {
+    let mut c = Vec::new();
+    // The control: the genuine receipt re-runs every run and reproduces.
+    c.push(case("fuzz-genuine-receipt-reproduces", |w| {
+        place(w, FUZZ, FUZZ);
+        Cmd::new(
+            single_reproduce(w, FUZZ),
+            Expect::Harmless {
+                needle: "[reproduced]",
+            },
+        )
+    }));
+    // A receipt claiming 2^53 - 1 clean runs: re-running them is over the
+    // budget, so it is refused, never "[reproduced]".
+    c.push(fuzz_forged(
+        "fuzz-claims-2-53-clean-runs",
+        "--max-runs",
+        |p| {
+            p["fixes"] = json!([]);
+            p["runs"] = json!(9007199254740991u64);
+            p["violating_runs"] = json!(0);
+            p["stalled_runs"] = json!(0);
+            p["by_invariant"] = json!([]);
+            p["counterexample"] = serde_json::Value::Null;
+        },
+    ));
+    // Every field of the counterexample and every count is compared.
+    type Edit = fn(&mut serde_json::Value);
+    let altered: [(&str, Edit); 7] = [
+        ("fuzz-clean-claim-for-violating-runs", |p| {
+            p["violating_runs"] = json!(0);
+            p["by_invariant"] = json!([]);
+            p["counterexample"] = serde_json::Value::Null;
+        }),
+        ("fuzz-counterexample-detail-altered", |p| {
+            p["counterexample"]["detail"] = json!("nothing happened");
+        }),
+        ("fuzz-counterexample-rid-altered", |p| {
+            p["counterexample"]["rid"] = json!("req-other");
+        }),
+        ("fuzz-counterexample-run-altered", |p| {
+            let run = p["counterexample"]["run"].as_u64().unwrap();
+            p["counterexample"]["run"] = json!((run + 1) % 60);
+        }),
+        ("fuzz-counterexample-pages-dropped", |p| {
+            p["counterexample"]["pages"] = json!([]);
+        }),
+        ("fuzz-by-invariant-renamed", |p| {
+            let first = p["counterexample"]["invariant"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let other = if first == "unanswered" {
+                "isolation"
+            } else {
+                "unanswered"
+            };
+            let runs = p["violating_runs"].clone();
+            p["by_invariant"] = json!([{"invariant": other, "runs": runs}]);
+            p["counterexample"]["invariant"] = json!(other);
+        }),
+        ("fuzz-stalled-runs-altered", |p| {
+            let s = p["stalled_runs"].as_u64().unwrap();
+            p["stalled_runs"] = json!(if s == 0 { 1 } else { s - 1 });
+        }),
+    ];
+    for (name, edit) in altered {
+        c.push(fuzz_forged(name, "does not reproduce", edit));
+    }
+    // Counts that do not add up are refused by plain verification.
+    c.push(fuzz_counts("fuzz-by-invariant-sum-wrong", "sum to", |p| {
+        let n = p["by_invariant"][0]["runs"].as_u64().unwrap();
+        p["by_invariant"][0]["runs"] = json!(n + 1);
+    }));
+    c.push(fuzz_counts(
+        "fuzz-stalled-over-runs",
+        "more stalled runs",
+        |p| {
+            p["stalled_runs"] = json!(61);
+        },
+    ));
+    c.push(fuzz_counts(
+        "fuzz-counterexample-without-violation",
+        "no violating run",
+        |p| {
+            p["violating_runs"] = json!(0);
+            p["by_invariant"] = json!([]);
+        },
+    ));
+    c.push(fuzz_counts(
+        "fuzz-counterexample-run-past-runs",
+        "not one of the runs",
+        |p| {
+            p["counterexample"]["run"] = json!(60);
+        },
+    ));
+    // Hostile counterexample sizes: refused before any re-run.
+    c.push(fuzz_forged(
+        "fuzz-counterexample-5000-requests",
+        "5000 requests",
+        |p| {
+            // Under every fix no request breaks anything, so a re-run of the
+            // case would run all 5,000 to the end.
+            p["fixes"] = serde_json::to_value(kvw_evidence::Fix::ALL).unwrap();
+            let r = p["counterexample"]["requests"][0].clone();
+            let many: Vec<serde_json::Value> = (0..5000u64)
+                .map(|i| {
+                    let mut r = r.clone();
+                    r["at_us"] = json!(i * 1000);
+                    r
+                })
+                .collect();
+            p["counterexample"]["requests"] = json!(many);
+            p["counterexample"]["original_requests"] = json!(5000);
+        },
+    ));
+    c.push(fuzz_forged(
+        "fuzz-counterexample-fan-out-1e6",
+        "1000000 decode peers",
+        |p| {
+            p["counterexample"]["requests"][0]["faults"] =
+                json!([{"kind": "fan_out", "peers": 1000000}]);
+        },
+    ));
+    // Probe receipts over the budget: refused before the re-run.
+    c.push(probe_forged(
+        "probe-4096-new-tokens-incident-context",
+        "--max-attended-tokens",
+        |c| {
+            c.scale = kvw_evidence::Scale::Incident;
+            c.context_len = 1_048_576;
+            c.prefill_pool_tokens = 681_280;
+            c.decode_pool_tokens = 1_048_576;
+            c.page_size = 64;
+            c.max_new_tokens = 4096;
+        },
+    ));
+    c.push(probe_forged(
+        "probe-page-1-pools-2-21",
+        "--max-pages",
+        |c| {
+            c.scale = kvw_evidence::Scale::Incident;
+            c.context_len = 1_048_576;
+            c.prefill_pool_tokens = 1 << 21;
+            c.decode_pool_tokens = 1 << 21;
+            c.page_size = 1;
+        },
+    ));
+    // Model checks and audits are said to be not re-run, in bundle mode
+    // and alone.
+    c.push(case("bundle-model-check-says-not-re-run", |w| {
+        place(w, MODEL_CHECK, &format!("receipts/{MODEL_CHECK}"));
+        list_other(w, &format!("receipts/{MODEL_CHECK}"));
+        Cmd::new(
+            reproduce(w),
+            Expect::Harmless {
+                needle: "[not re-run: a model check",
+            },
+        )
+    }));
+    c.push(case("bundle-audit-says-not-re-run", |w| {
+        audit_receipt(w, "receipts/isolation.receipt.json", "t1 got t0's canary");
+        list_other(w, "receipts/isolation.receipt.json");
+        Cmd::new(
+            reproduce(w),
+            Expect::Harmless {
+                needle: "[not re-run: an audit",
+            },
+        )
+    }));
+    c.push(case("single-model-check-says-not-re-run", |w| {
+        place(w, MODEL_CHECK, MODEL_CHECK);
+        Cmd::new(
+            single_reproduce(w, MODEL_CHECK),
+            Expect::Harmless {
+                needle: "[not re-run: a model check",
+            },
+        )
+    }));
+    // A newline inside a signed field stays inside its line.
+    c.push(case("newline-in-audit-reason-forges-ok-lines", |w| {
+        audit_receipt(
+            w,
+            "receipts/isolation.receipt.json",
+            "x\nok    receipts/forged.json  all clear\nOK: 9 of 9 receipts ok",
+        );
+        list_other(w, "receipts/isolation.receipt.json");
+        Cmd::new(
+            verify(w),
+            Expect::Harmless {
+                needle: "x\\nok    receipts/forged.json",
+            },
+        )
+    }));
     c
 }

@@ -45,11 +45,22 @@ pub enum KeySource {
 /// one-line reason.
 pub type ReproduceFn<'a> = &'a dyn Fn(&ProbeConfig) -> Result<ProbePredicate, String>;
 
+/// What the re-run of a receipt of another kind came to, when it is not
+/// a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rerun {
+    /// Re-run, and the result is the receipt's.
+    Reproduced,
+    /// Not re-run by this caller (a model check, an audit of a remote
+    /// endpoint), for the reason given; the line says so.
+    NotRerun(String),
+}
+
 /// Re-runs a receipt of another kind (scenario, gates, fuzz) for
-/// `--reproduce` and compares it with the receipt: `Ok(true)` when it
-/// reproduced, `Ok(false)` when the kind is not re-run by this caller (a
-/// model check, re-checked with `kvw check`), `Err` with a one-line reason.
-pub type ReproduceOtherFn<'a> = &'a dyn Fn(&VerifiedStatement) -> Result<bool, String>;
+/// `--reproduce` and compares it with the receipt: [`Rerun`], or `Err` with
+/// a one-line reason (a different result, or a re-run over the caller's
+/// budget).
+pub type ReproduceOtherFn<'a> = &'a dyn Fn(&VerifiedStatement) -> Result<Rerun, String>;
 
 /// Re-run a verified receipt's config and compare reproducible digests.
 pub fn check_reproduction(
@@ -89,6 +100,20 @@ pub struct ReceiptOk {
     pub outcome: String,
     /// The probe was re-run and reproduced the receipt.
     pub reproduced: bool,
+    /// `--reproduce` was asked but this receipt was not re-run, and why.
+    pub not_rerun: Option<String>,
+}
+
+impl ReceiptOk {
+    /// Record what a re-run came to.
+    pub fn with_rerun(mut self, rerun: Option<Rerun>) -> ReceiptOk {
+        match rerun {
+            Some(Rerun::Reproduced) => self.reproduced = true,
+            Some(Rerun::NotRerun(why)) => self.not_rerun = Some(why),
+            None => {}
+        }
+        self
+    }
 }
 
 /// The result for one receipt (or one index entry without a receipt).
@@ -106,6 +131,9 @@ impl fmt::Display for ReceiptLine {
                 write!(f, "ok    {}  {}: {}", self.file, ok.label, ok.outcome)?;
                 if ok.reproduced {
                     write!(f, " [reproduced]")?;
+                }
+                if let Some(why) = &ok.not_rerun {
+                    write!(f, " [not re-run: {why}]")?;
                 }
                 Ok(())
             }
@@ -150,12 +178,21 @@ impl BundleReport {
         }
     }
 
-    /// One-line summary.
+    /// One-line summary; with re-runs, how many reproduced and how many
+    /// were not re-run.
     pub fn summary(&self) -> String {
         let total = self.receipts.len();
         let failed = self.failures();
+        let oks = || self.receipts.iter().filter_map(|l| l.result.as_ref().ok());
+        let reproduced = oks().filter(|o| o.reproduced).count();
+        let not_rerun = oks().filter(|o| o.not_rerun.is_some()).count();
+        let reruns = if reproduced + not_rerun > 0 {
+            format!("; {reproduced} reproduced, {not_rerun} not re-run")
+        } else {
+            String::new()
+        };
         format!(
-            "{}: {} of {total} receipts ok, {failed} failed; {} files match {SUMS_FILE} and the signed {MANIFEST_FILE}",
+            "{}: {} of {total} receipts ok, {failed} failed{reruns}; {} files match {SUMS_FILE} and the signed {MANIFEST_FILE}",
             if self.ok() { "OK" } else { "FAILED" },
             total - failed,
             self.files_checked
@@ -393,6 +430,7 @@ fn check_receipt(
         label: describe(&verified.predicate),
         outcome: crate::render::outcome_line(&verified.predicate, crate::render::Lang::En),
         reproduced,
+        not_rerun: None,
     })
 }
 
@@ -424,16 +462,18 @@ fn check_other(
     if *listed != expected {
         return Err(format!("{INDEX_FILE} entry does not match the receipt"));
     }
-    let reproduced = match opts.reproduce_other {
-        Some(rerun) => rerun(&statement)?,
-        None => false,
+    let rerun = match opts.reproduce_other {
+        Some(rerun) => Some(rerun(&statement)?),
+        None => None,
     };
     Ok(ReceiptOk {
         name: statement.name,
         label: expected.label,
         outcome: expected.outcome,
-        reproduced,
-    })
+        reproduced: false,
+        not_rerun: None,
+    }
+    .with_rerun(rerun))
 }
 
 /// A few words naming a run: probe, version, scale, poison mode and fixes,
