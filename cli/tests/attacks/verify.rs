@@ -1115,7 +1115,7 @@ fn audit_receipt(w: &Work, rel: &str, reason: &str) {
         endpoint: "http://127.0.0.1:9".into(),
         auditor_version: "0".into(),
         reason: reason.into(),
-        evidence: json!({"leaked": ["CANARY-t0-1"]}),
+        evidence: json!({"leaks": [{"canary": "CANARY-t0-1"}]}),
         exchanges: vec![],
     };
     let name = rel.rsplit('/').next().unwrap();
