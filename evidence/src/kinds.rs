@@ -10,18 +10,20 @@
 use crate::audit::{AuditPredicate, GateResult, AUDIT_PREDICATE_TYPE};
 use crate::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
 use crate::receipt::VerifiedStatement;
+use crate::upstream_run::{UpstreamRunPredicate, UPSTREAM_RUN_PREDICATE_TYPE};
 use crate::scenario::{
     fixes_text, FuzzPredicate, GatesPredicate, ScenarioPredicate, ScenarioStatus,
     FUZZ_PREDICATE_TYPE, GATES_PREDICATE_TYPE, SCENARIO_PREDICATE_TYPE,
 };
 
 /// Every `predicateType` besides the probe's that a bundle may carry.
-pub const OTHER_PREDICATE_TYPES: [&str; 5] = [
+pub const OTHER_PREDICATE_TYPES: [&str; 6] = [
     MODEL_CHECK_PREDICATE_TYPE,
     SCENARIO_PREDICATE_TYPE,
     GATES_PREDICATE_TYPE,
     FUZZ_PREDICATE_TYPE,
     AUDIT_PREDICATE_TYPE,
+    UPSTREAM_RUN_PREDICATE_TYPE,
 ];
 
 /// The status as the receipts spell it.
@@ -116,6 +118,13 @@ pub fn describe(statement: &VerifiedStatement) -> Result<(String, String), Strin
                     p.exchanges.len()
                 ),
                 format!("{result}: {}", p.reason),
+            ))
+        }
+        UPSTREAM_RUN_PREDICATE_TYPE => {
+            let p: UpstreamRunPredicate = statement.parse().map_err(e)?;
+            Ok((
+                format!("upstream run {} on SGLang {}", p.case, p.release),
+                p.summary(),
             ))
         }
         other => Err(format!(

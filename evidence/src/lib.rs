@@ -31,6 +31,7 @@ pub mod schema;
 pub mod source_words;
 pub mod statement;
 pub mod tagged;
+pub mod upstream_run;
 pub mod vocab;
 
 #[cfg(not(target_arch = "wasm32"))]

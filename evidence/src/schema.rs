@@ -46,5 +46,11 @@ pub fn result_schemas() -> Vec<(&'static str, String)> {
             "schema/fuzz-predicate.v1.schema.json",
             render::<FuzzPredicate>(FUZZ_PREDICATE_TYPE),
         ),
+        (
+            crate::upstream_run::UPSTREAM_RUN_SCHEMA_PATH,
+            render::<crate::upstream_run::UpstreamRunPredicate>(
+                crate::upstream_run::UPSTREAM_RUN_PREDICATE_TYPE,
+            ),
+        ),
     ]
 }

@@ -1,0 +1,272 @@
+//! The upstream-run predicate: one case run on a real SGLang release and on
+//! the engine, compared field by field.
+//!
+//! A probe receipt records what the engine did; this one records what the
+//! released upstream code did with the same inputs (`kvw upstream run`
+//! drives the wheel's own classes with small stubs for their transport and
+//! scheduler collaborators) next to what the engine did under the fixes that
+//! release contains, and a verdict per field. A field one side cannot show
+//! is "not applicable" with its reason, never "agree". The verdicts are
+//! recomputed from the two observations when the receipt is checked, so a
+//! receipt cannot claim agreement its observations do not carry. It travels
+//! in the same DSSE/in-toto envelope as every receipt, under
+//! [`UPSTREAM_RUN_PREDICATE_TYPE`]; the committed JSON Schema is
+//! `evidence/schema/upstream-run-predicate.v1.schema.json`.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{EvidenceError, Fix};
+
+/// `predicateType` of an upstream-run receipt.
+pub const UPSTREAM_RUN_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/upstream-run/v1";
+
+/// Path of the committed schema, relative to the crate root.
+pub const UPSTREAM_RUN_SCHEMA_PATH: &str = "schema/upstream-run-predicate.v1.schema.json";
+
+/// The SGLang releases the differential runs, oldest first, with the fixes
+/// each one contains: 0.5.19 has neither, 0.5.20 has PR #36988, 0.5.21 and
+/// later add PR #38935.
+pub const RELEASES: [(&str, &[Fix]); 4] = [
+    ("0.5.19", &[]),
+    ("0.5.20", &[Fix::RetireAbortedPrefillResult]),
+    (
+        "0.5.21",
+        &[Fix::RetireAbortedPrefillResult, Fix::RetireUnadmittedReject],
+    ),
+    (
+        "0.5.23",
+        &[Fix::RetireAbortedPrefillResult, Fix::RetireUnadmittedReject],
+    ),
+];
+
+/// The fixes a release contains, or `None` for a release the differential
+/// does not know.
+pub fn release_fixes(release: &str) -> Option<&'static [Fix]> {
+    RELEASES
+        .iter()
+        .find(|(r, _)| *r == release)
+        .map(|(_, f)| *f)
+}
+
+/// How one field compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Agree,
+    Differ,
+    /// One side cannot show the field.
+    NotApplicable,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Agree => "agree",
+            Verdict::Differ => "differ",
+            Verdict::NotApplicable => "n.a.",
+        }
+    }
+}
+
+/// One field's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FieldVerdict {
+    pub field: String,
+    pub verdict: Verdict,
+    /// Why the field is not applicable, or what explains a difference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Everything one case on one release established.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamRunPredicate {
+    /// The SGLang release, e.g. `0.5.19`.
+    pub release: String,
+    /// File name of the installed wheel.
+    pub wheel: String,
+    /// SHA-256 of that wheel, hex.
+    pub wheel_sha256: String,
+    pub python: String,
+    pub torch: String,
+    /// SHA-256 over the probe sources (`upstream/probes/*.py`, by name).
+    pub probe_sha256: String,
+    /// The case, named after the upstream test it mirrors where there is one.
+    pub case: String,
+    /// The fixes the engine twin ran with: those the release contains.
+    pub fixes: Vec<Fix>,
+    /// The collaborators the probe replaced with stubs.
+    pub stubs: Vec<String>,
+    /// What the released code did, field by field (`{"na": reason}` for a
+    /// field its API cannot show).
+    pub upstream: BTreeMap<String, Value>,
+    /// What the engine did with the same inputs.
+    pub engine: BTreeMap<String, Value>,
+    /// The comparison, one entry per field of either side.
+    pub fields: Vec<FieldVerdict>,
+    /// `kvw` version that ran the comparison.
+    pub kvw_version: String,
+}
+
+/// Limits of the stubs or of the engine's model that explain a difference,
+/// keyed by case and field; a difference not listed here stays unexplained.
+pub type Explanations = BTreeMap<(String, String), String>;
+
+fn na_reason(v: &Value) -> Option<String> {
+    v.as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.get("na"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// Compare two observations field by field. A field missing on one side,
+/// or marked `{"na": reason}` there, is not applicable; `explain` gives the
+/// reason a differing field carries.
+pub fn compare(
+    upstream: &BTreeMap<String, Value>,
+    engine: &BTreeMap<String, Value>,
+    explain: impl Fn(&str) -> Option<String>,
+) -> Vec<FieldVerdict> {
+    let mut names: Vec<&String> = upstream.keys().chain(engine.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|field| {
+            let (verdict, reason) = match (upstream.get(field), engine.get(field)) {
+                (None, _) => (
+                    Verdict::NotApplicable,
+                    Some("the release's code does not show it".to_string()),
+                ),
+                (_, None) => (
+                    Verdict::NotApplicable,
+                    Some("the engine does not model it".to_string()),
+                ),
+                (Some(u), Some(e)) => match (na_reason(u), na_reason(e)) {
+                    (Some(r), _) => (Verdict::NotApplicable, Some(format!("upstream: {r}"))),
+                    (_, Some(r)) => (Verdict::NotApplicable, Some(format!("engine: {r}"))),
+                    _ if u == e => (Verdict::Agree, None),
+                    _ => (Verdict::Differ, explain(field)),
+                },
+            };
+            FieldVerdict {
+                field: field.clone(),
+                verdict,
+                reason,
+            }
+        })
+        .collect()
+}
+
+impl UpstreamRunPredicate {
+    /// Count of fields per verdict: (agree, differ, not applicable).
+    pub fn totals(&self) -> (usize, usize, usize) {
+        let n = |v| self.fields.iter().filter(|f| f.verdict == v).count();
+        (
+            n(Verdict::Agree),
+            n(Verdict::Differ),
+            n(Verdict::NotApplicable),
+        )
+    }
+
+    /// One line: the case's totals.
+    pub fn summary(&self) -> String {
+        let (a, d, n) = self.totals();
+        format!("{a} agree, {d} differ, {n} n.a.")
+    }
+}
+
+impl crate::receipt::PredicateKind for UpstreamRunPredicate {
+    const PREDICATE_TYPE: &'static str = UPSTREAM_RUN_PREDICATE_TYPE;
+    const WHAT: &'static str = "upstream-run predicate";
+    fn check(&self) -> Result<(), EvidenceError> {
+        let bad = |m: String| Err(EvidenceError::Steps(m));
+        let Some(fixes) = release_fixes(&self.release) else {
+            return bad(format!("unknown SGLang release {:?}", self.release));
+        };
+        if self.fixes != fixes {
+            return bad(format!(
+                "engine fixes {:?} are not those SGLang {} contains",
+                self.fixes, self.release
+            ));
+        }
+        let hex64 = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex64(&self.wheel_sha256) || !hex64(&self.probe_sha256) {
+            return bad("wheel_sha256 and probe_sha256 must be SHA-256 hex digests".into());
+        }
+        // The verdicts must be the ones the observations give; a signed
+        // reason may only stand on a difference or a not-applicable field.
+        let reasons: BTreeMap<&str, &str> = self
+            .fields
+            .iter()
+            .filter_map(|f| Some((f.field.as_str(), f.reason.as_deref()?)))
+            .collect();
+        let again = compare(&self.upstream, &self.engine, |f| {
+            reasons.get(f).map(|r| r.to_string())
+        });
+        if again != self.fields {
+            return bad(format!(
+                "case {}: the field verdicts are not those the two observations give",
+                self.case
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obs(v: Value) -> BTreeMap<String, Value> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_field_one_side_cannot_show_is_never_agree() {
+        let u = obs(json!({"door": "admit", "queue": {"na": "no queue in this release"}, "x": 1}));
+        let e = obs(json!({"door": "admit", "queue": "bootstrap", "y": 2}));
+        let v = compare(&u, &e, |_| None);
+        let get = |f: &str| v.iter().find(|x| x.field == f).unwrap().verdict;
+        assert_eq!(get("door"), Verdict::Agree);
+        assert_eq!(get("queue"), Verdict::NotApplicable);
+        assert_eq!(get("x"), Verdict::NotApplicable);
+        assert_eq!(get("y"), Verdict::NotApplicable);
+    }
+
+    #[test]
+    fn check_refuses_a_verdict_the_observations_do_not_give() {
+        let u = obs(json!({"door": "admit"}));
+        let e = obs(json!({"door": "retire"}));
+        let mut p = UpstreamRunPredicate {
+            release: "0.5.19".into(),
+            wheel: "w.whl".into(),
+            wheel_sha256: "a".repeat(64),
+            python: "3.11".into(),
+            torch: "2".into(),
+            probe_sha256: "b".repeat(64),
+            case: "c".into(),
+            fixes: vec![],
+            stubs: vec![],
+            fields: compare(&u, &e, |_| None),
+            upstream: u,
+            engine: e,
+            kvw_version: "0".into(),
+        };
+        use crate::receipt::PredicateKind;
+        assert!(p.check().is_ok());
+        p.fields[0].verdict = Verdict::Agree;
+        assert!(p.check().is_err());
+        p.fields[0].verdict = Verdict::Differ;
+        p.fixes = vec![Fix::RetireUnadmittedReject];
+        assert!(p.check().is_err(), "0.5.19 contains no fix");
+    }
+}

@@ -1,0 +1,496 @@
+"""Probes: run one SGLang release's own PD scheduler code on given inputs.
+
+Run with a release's venv interpreter:
+
+    python upstream/probes/kvw_probe.py [--cases a,b] > observations.json
+
+Each case builds real upstream objects (``Req``, ``PrefillBootstrapQueue``,
+``DecodePreallocQueue``, the prefill result path of
+``SchedulerDisaggregationPrefillMixin``) with the stubs of ``harness`` and
+records what the real code did: the door's decision, the queue the request
+ends in, what was created and released and how many times, the status and
+message the client would get. A field the release's API cannot show is
+``{"na": reason}``. The output is one JSON object on stdout; a case that
+raises is recorded as ``{"error": ...}`` and makes the exit status 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import os
+import platform
+import sys
+import traceback
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import (  # noqa: E402
+    Recorder,
+    StubStreamer,
+    StubTreeCache,
+    na,
+    namespace,
+    recording_allocator,
+    recording_receiver_class,
+    recording_sender_class,
+    status_of,
+)
+
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+
+# The incident's inputs at walkthrough scale: one shared context length, a
+# prefill pool smaller than it and a decode pool larger, so the prompt is
+# over prefill's cap and under decode's. The engine twin uses the same.
+CONTEXT_LEN = 1024
+PREFILL_POOL = 512
+DECODE_POOL = 2048
+OVERLONG = 600
+VALID = 100
+PAGE_SIZE = 64
+
+
+def _imports():
+    from sglang.srt.disaggregation import decode, prefill, utils
+    from sglang.srt.managers import schedule_batch, scheduler, tp_worker
+    from sglang.srt.managers import utils as mutils
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    return namespace(
+        prefill=prefill,
+        decode=decode,
+        utils=utils,
+        sb=schedule_batch,
+        scheduler=scheduler,
+        tp_worker=tp_worker,
+        mutils=mutils,
+        SamplingParams=SamplingParams,
+    )
+
+
+M = None
+
+
+def new_req(rid, n_tokens, room=7):
+    req = M.sb.Req(
+        rid,
+        "",
+        [1] * n_tokens,
+        M.SamplingParams(max_new_tokens=8),
+        bootstrap_host="127.0.0.1",
+        bootstrap_port=8998,
+        bootstrap_room=room,
+    )
+    return req
+
+
+def input_cap(pool):
+    """The release's cap: ``TpModelWorker.get_worker_info`` on a stub worker."""
+    worker = namespace(
+        model_config=namespace(context_len=CONTEXT_LEN),
+        model_runner=namespace(
+            effective_max_total_num_tokens=pool,
+            effective_logical_max_total_num_tokens=pool,
+            logical_max_total_num_tokens=pool,
+            max_total_num_tokens=pool,
+            token_to_kv_pool_allocator=namespace(page_size=PAGE_SIZE),
+            req_to_token_pool=namespace(
+                schedulable_token_capacity=lambda n: n, size=64, max_context_len=CONTEXT_LEN
+            ),
+            max_running_requests=64,
+            forward_stream=None,
+            token_to_kv_pool=namespace(size=pool),
+        ),
+        ps=namespace(attn_dcp_size=1),
+        random_seed=0,
+        device="cpu",
+        dllm_algorithm=None,
+    )
+    saved = M.tp_worker.get_schedule
+    M.tp_worker.get_schedule = lambda: namespace(max_prefill_tokens=pool, max_queued_requests=None)
+    try:
+        info = M.tp_worker.TpModelWorker.get_worker_info(worker)
+    finally:
+        M.tp_worker.get_schedule = saved
+    return info[5]
+
+
+def reject_if_overlong(req, cap):
+    """The scheduler's intake check: ``validate_input_length`` then ``set_finish_with_abort``."""
+    msg = M.mutils.validate_input_length(req, cap, False)
+    if msg is not None:
+        req.set_finish_with_abort(msg)
+    return msg
+
+
+class Scheduler:
+    """The scheduler a queue calls back into, with the release's own methods."""
+
+    def __init__(self, rec):
+        self.rec = rec
+        self.output_streamer = StubStreamer(rec)
+        self.tree_cache = StubTreeCache(rec)
+        self.enable_hisparse = False
+        self.enable_overlap = False
+        self.enable_hicache_storage = False
+        self.chunked_req = None
+        self.disagg_prefill_inflight_queue = []
+        self.disagg_prefill_pending_chunk_rids = set()
+        self.beam_coordinator = namespace(retire_group=lambda req: None)
+        self.spec_algorithm = namespace(is_eagle=lambda: False, is_none=lambda: True)
+        self.batch_result_processor = namespace(
+            snapshot_auxiliary_output_starts=lambda b, r: None,
+            move_logprobs_to_cpu=lambda **kw: None,
+        )
+        self.metrics_reporter = namespace(report_prefill_stats=lambda **kw: None, enable_metrics=False)
+        self.ps = namespace(dp_rank=0, tp_rank=0, pp_rank=0, pp_size=1)
+        self.token_to_kv_pool_allocator = namespace(page_size=PAGE_SIZE)
+        self.attn_cp_cpu_group = None
+        self.attn_tp_cpu_group = None
+        self.retired = 0
+
+    def _release_aborted_request(self, req):
+        self.rec.hit("release_aborted_request")
+
+    def retire_unadmitted_request(self, req):
+        self.retired += 1
+        real = getattr(M.scheduler.Scheduler, "retire_unadmitted_request", None)
+        real(self, req)
+
+    def send_kv_chunk(self, req, last_chunk=False, end_idx=None):
+        self.rec.hit("chunk_sent")
+        if last_chunk:
+            self.rec.hit("last_chunk_sent")
+
+    def maybe_send_health_check_signal(self):
+        pass
+
+    def __getattr__(self, name):
+        # The release's own prefill mixin methods, bound to this scheduler.
+        mixin = M.prefill.SchedulerDisaggregationPrefillMixin
+        if hasattr(mixin, name):
+            return getattr(mixin, name).__get__(self)
+        raise AttributeError(name)
+
+
+def single_rank_poll(senders, *groups):
+    """The TP/CP all-reduce of KV polls, for one rank: each sender's own poll."""
+    return [s.poll() for s in senders]
+
+
+@contextlib.contextmanager
+def patched(module, **attrs):
+    saved = {k: getattr(module, k) for k in attrs}
+    for k, v in attrs.items():
+        setattr(module, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(module, k, v)
+
+
+def prefill_queue(rec, sched, pool):
+    q = object.__new__(M.prefill.PrefillBootstrapQueue)
+    q.queue = []
+    q.scheduler = sched
+    q.max_total_num_tokens = pool
+    q.transfer_backend = M.utils.TransferBackend.MOONCAKE
+    q.kv_manager = namespace(prefill_info_table={})
+    q.tp_rank, q.pp_rank, q.pp_size, q.tp_size = 0, 0, 1, 1
+    q.bootstrap_port = 8998
+    q.req_to_metadata_buffer_idx_allocator = recording_allocator(
+        M.utils.ReqToMetadataIdxAllocator, 4, rec
+    )
+    sched.req_to_metadata_buffer_idx_allocator = q.req_to_metadata_buffer_idx_allocator
+    return q
+
+
+def decode_queue(rec, sched, pool):
+    q = object.__new__(M.decode.DecodePreallocQueue)
+    q.queue = []
+    q.pending_reqs = []
+    q.retracted_queue = []
+    q.scheduler = sched
+    q.max_total_num_tokens = pool
+    q.transfer_backend = M.utils.TransferBackend.MOONCAKE
+    q.kv_manager = namespace(prefill_info_table={})
+    q.token_to_kv_pool = namespace()
+    q.token_to_kv_pool_allocator = namespace(page_size=PAGE_SIZE)
+    q.tp_rank, q.pp_rank, q.pp_size = 0, 0, 1
+    q.req_to_metadata_buffer_idx_allocator = recording_allocator(
+        M.utils.ReqToMetadataIdxAllocator, 4, rec
+    )
+    return q
+
+
+def finish_fields(req, sched):
+    """Status and message the client gets: what was streamed, else the pending reason."""
+    streamed = [r for r in sched.output_streamer.streamed if r is not None]
+    reason = streamed[-1] if streamed else (req.finished_reason or req.to_finish)
+    code, msg = status_of(reason)
+    return {
+        "status": code,
+        "message": msg,
+        "finished": req.finished(),
+        "to_finish_pending": req.to_finish is not None,
+        "streamed": sched.output_streamer.rec.n("streamed"),
+    }
+
+
+def door_prefill(req_len, *, metadata_index=None, retracted=False, backup=False, reject=True):
+    rec = Recorder()
+    rec.bootstrap_room = None
+    sched = Scheduler(rec)
+    q = prefill_queue(rec, sched, PREFILL_POOL)
+    req = new_req("r-prefill", req_len)
+    cap = input_cap(PREFILL_POOL)
+    msg = reject_if_overlong(req, cap) if reject else None
+    if metadata_index is not None:
+        req.metadata_buffer_index = metadata_index
+    if retracted:
+        req.is_retracted = True
+    if backup:
+        req.kv.retraction_backup = namespace()
+    sender = recording_sender_class(rec)
+    with patched(M.prefill, get_kv_class=lambda backend, kind: sender):
+        q.add(req, num_kv_heads=1)
+    queued = req in q.queue
+    waiting = False
+    if queued:
+        # The handshake completes: the release's own `pop_bootstrapped`
+        # gives the request its metadata buffer and hands it to the waiting queue.
+        sender.poll_state = M.utils.KVPoll.WaitingForInput
+        with patched(M.prefill, poll_and_all_reduce_attn_cp_tp_group=single_rank_poll):
+            waiting = req in q.pop_bootstrapped()
+    out = {
+        "rejected_at_intake": msg is not None,
+        "door": "retire" if sched.retired else ("admit" if queued else "refuse"),
+        "queue": "waiting" if waiting else ("bootstrap" if queued else "none"),
+        "sender_created": rec.n("sender_created"),
+        "bootstrap_room": rec.bootstrap_room is not None,
+        "metadata_buffer": rec.n("metadata_alloc") > 0,
+        "prompt_tokens_after_door": len(req.origin_input_ids),
+    }
+    out.update(finish_fields(req, sched))
+    return out
+
+
+def door_decode(req_len, *, retracted=False, rebootstrap=False, reject=True):
+    rec = Recorder()
+    rec.bootstrap_room = None
+    sched = Scheduler(rec)
+    q = decode_queue(rec, sched, PREFILL_POOL)
+    req = new_req("r-decode", req_len)
+    cap = input_cap(PREFILL_POOL)
+    msg = reject_if_overlong(req, cap) if reject else None
+    receiver = recording_receiver_class(rec)
+    kwargs = {}
+    if retracted:
+        kwargs["is_retracted"] = True
+    if rebootstrap:
+        kwargs["is_rebootstrap"] = True
+    with patched(M.decode, get_kv_class=lambda backend, kind: receiver):
+        q.add(req, **kwargs)
+    in_prealloc = any(d.req is req for d in q.queue)
+    in_retracted = req in q.retracted_queue
+    queue = "prealloc" if in_prealloc else ("retracted" if in_retracted else "none")
+    out = {
+        "rejected_at_intake": msg is not None,
+        "door": "retire" if sched.retired else ("admit" if queue != "none" else "refuse"),
+        "queue": queue,
+        "receiver_created": rec.n("receiver_created"),
+        "bootstrap_room": rec.bootstrap_room is not None,
+        "prompt_tokens_after_door": len(req.origin_input_ids),
+    }
+    out.update(finish_fields(req, sched))
+    return out
+
+
+def case_input_cap():
+    cap = input_cap(PREFILL_POOL)
+    at = new_req("r-at", cap)
+    below = new_req("r-below", cap - 1)
+    return {
+        "input_cap": cap,
+        "rejects_at_cap": M.mutils.validate_input_length(at, cap, False) is not None,
+        "rejects_below_cap": M.mutils.validate_input_length(below, cap, False) is not None,
+    }
+
+
+def prefill_result(req, sched, *, last=True):
+    """One forward result for `req` through ``process_batch_result_disagg_prefill``."""
+    import torch
+
+    batch = namespace(reqs=[req], spec_info=None, prefill_stats=None, dp_cooperation_info=None)
+    result = namespace(
+        logits_output=None,
+        next_token_ids=torch.tensor([5]),
+        extend_input_len_per_req=None,
+        extend_logprob_start_len_per_req=None,
+        copy_done=None,
+        auxiliary_host_output=None,
+        routed_experts_output=None,
+        indexer_topk_output=None,
+        next_draft_input=None,
+        can_run_cuda_graph=False,
+    )
+    if not last:
+        req.inflight_middle_chunks = 1
+
+    with patched(M.prefill, release_kv_cache=counting_release(sched)):
+        sched.process_batch_result_disagg_prefill(batch, result)
+
+
+def counting_release(sched):
+    """``release_kv_cache`` stub: counts the call and drops the request's KV row."""
+
+    def release_kv_cache(r, tree_cache, is_insert=True):
+        sched.rec.hit("kv_release")
+        r.kv.req_pool_idx = None
+
+    return release_kv_cache
+
+
+def bootstrapped_prefill_req(rec, sched, n_tokens):
+    """A request past prefill's door and bootstrap: sender, metadata buffer, KV row."""
+    q = prefill_queue(rec, sched, PREFILL_POOL)
+    req = new_req("r-result", n_tokens)
+    sender = recording_sender_class(rec)
+    with patched(M.prefill, get_kv_class=lambda backend, kind: sender):
+        q.add(req, num_kv_heads=1)
+    req.metadata_buffer_index = q.req_to_metadata_buffer_idx_allocator.alloc()
+    req.pending_bootstrap = False
+    req.kv.req_pool_idx = 0
+    return req
+
+
+def result_fields(req, sched):
+    rec = sched.rec
+    out = {
+        "queue": "inflight" if req in sched.disagg_prefill_inflight_queue else "none",
+        "chunk_sent": rec.n("chunk_sent"),
+        "sender_abort": rec.n("sender_abort"),
+        "metadata_released": rec.n("metadata_free"),
+        "kv_released": rec.n("kv_release"),
+    }
+    out.update(finish_fields(req, sched))
+    return out
+
+
+def case_aborted_final_result():
+    """An abort recorded while the request ran reaches its final prefill result."""
+    rec = Recorder()
+    rec.bootstrap_room = None
+    sched = Scheduler(rec)
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    req.to_finish = M.sb.FINISH_ABORT("aborted by the client", 400)
+    prefill_result(req, sched)
+    out = result_fields(req, sched)
+    # Then the inflight queue polls the transfer as done.
+    if req.disagg_kv_sender is not None:
+        type(req.disagg_kv_sender).poll_state = M.utils.KVPoll.Success
+    with patched(
+        M.prefill,
+        poll_and_all_reduce_attn_cp_tp_group=single_rank_poll,
+        release_kv_cache=counting_release(sched),
+    ):
+        done = sched.process_disagg_prefill_inflight_queue()
+    code, msg = status_of(req.finished_reason)
+    out["inflight_done"] = req in done
+    out["final_status"] = code
+    out["final_message"] = msg
+    out["metadata_released_total"] = rec.n("metadata_free")
+    return out
+
+
+def case_delayed_result_after_retire():
+    """A final result arriving for a request already retired (nothing held)."""
+    rec = Recorder()
+    rec.bootstrap_room = None
+    sched = Scheduler(rec)
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    # Retired earlier (e.g. by a bootstrap failure): released and finished.
+    M.prefill.maybe_release_metadata_buffer(req, sched.req_to_metadata_buffer_idx_allocator)
+    req.kv.req_pool_idx = None
+    M.utils.prepare_abort(req, "bootstrap failed", status_code=500)
+    rec.counts.clear()
+    prefill_result(req, sched)
+    return result_fields(req, sched)
+
+
+CASES = {
+    "input-cap": case_input_cap,
+    "test_rejected_request_is_retired_at_each_pd_door.prefill": lambda: door_prefill(OVERLONG),
+    "test_rejected_request_is_retired_at_each_pd_door.decode": lambda: door_decode(OVERLONG),
+    "test_valid_request_still_admitted.prefill": lambda: door_prefill(VALID),
+    "test_valid_request_still_admitted.decode": lambda: door_decode(VALID),
+    "test_reentering_prefill_request_is_not_retired.metadata_buffer_index": lambda: door_prefill(
+        OVERLONG, metadata_index=0
+    ),
+    "test_reentering_prefill_request_is_not_retired.retraction_backup": lambda: door_prefill(
+        OVERLONG, backup=True
+    ),
+    "test_preempted_reentry_is_not_retired.prefill": lambda: door_prefill(OVERLONG, retracted=True),
+    "test_retracted_decode_request_is_not_retired.is_retracted": lambda: door_decode(
+        OVERLONG, retracted=True
+    ),
+    "test_retracted_decode_request_is_not_retired.is_rebootstrap": lambda: door_decode(
+        OVERLONG, rebootstrap=True
+    ),
+    "aborted-final-result": case_aborted_final_result,
+    "test_delayed_result_ignores_already_retired_request": case_delayed_result_after_retire,
+}
+
+
+def main():
+    global M
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default="")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    names = [c for c in args.cases.split(",") if c] or list(CASES)
+    unknown = [c for c in names if c not in CASES]
+    if unknown:
+        print(f"unknown case(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    with contextlib.redirect_stdout(io.StringIO()):
+        M = _imports()
+    import sglang
+    import torch
+
+    from sglang.srt.runtime_context import get_parallel
+
+    out = {
+        "release": sglang.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cases": {},
+    }
+    failed = 0
+    with get_parallel().override(tp_rank=0):
+        for name in names:
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    out["cases"][name] = {"fields": CASES[name]()}
+            except Exception as e:  # recorded, reported by the caller
+                failed += 1
+                tb = traceback.extract_tb(e.__traceback__)[-1]
+                out["cases"][name] = {
+                    "error": f"{type(e).__name__}: {e} ({os.path.basename(tb.filename)}:{tb.lineno})"
+                }
+    json.dump(out, sys.stdout, sort_keys=True)
+    sys.stdout.write("\n")
+    return 3 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
