@@ -19,6 +19,7 @@ mod probe;
 mod scenario;
 mod serve;
 mod site;
+mod upstream;
 mod verify;
 mod verify_results;
 mod write;
@@ -64,6 +65,9 @@ pub enum Command {
     Fuzz(fuzz::FuzzArgs),
     /// Audit an OpenAI-compatible endpoint: capacity, isolation, status and prefix-cache gates.
     Audit(audit::AuditArgs),
+    /// Run the probes on real SGLang releases and compare with the engine.
+    #[command(subcommand)]
+    Upstream(upstream::UpstreamCommand),
 }
 
 /// Parse arguments and run; errors become one line and exit code 1 (2 for usage).
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
         Command::Gates(args) => gates::run(args),
         Command::Fuzz(args) => fuzz::run(args),
         Command::Audit(args) => return audit::run(args),
+        Command::Upstream(cmd) => upstream::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

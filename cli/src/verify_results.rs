@@ -64,6 +64,9 @@ pub fn reproduce(statement: &VerifiedStatement, budget: &ReproduceBudget) -> Res
                 "an audit of a remote endpoint; run kvw audit against it again".into(),
             ))
         }
+        kvw_evidence::upstream_run::UPSTREAM_RUN_PREDICATE_TYPE => {
+            return crate::upstream::reproduce(statement)
+        }
         other => return Err(format!("unknown predicate type {other:?}")),
     }
     Ok(Rerun::Reproduced)

@@ -18,7 +18,8 @@
 //! * [`scenarios`] — scripted runs with assertions, grouped by acceptance gate;
 //! * [`fuzz`] — randomized runs with invariants checked after every event;
 //! * [`slots`] — metadata buffer and Mamba slot allocators;
-//! * [`live`] — the same cluster serving requests as they arrive, on a real clock.
+//! * [`live`] — the same cluster serving requests as they arrive, on a real clock;
+//! * [`upstream_twin`] — the engine's side of each probe of a real SGLang release.
 
 pub mod backend;
 pub mod config;
@@ -36,3 +37,4 @@ pub mod sim;
 pub mod slots;
 pub mod trace;
 pub mod transfer;
+pub mod upstream_twin;

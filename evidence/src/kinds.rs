@@ -10,11 +10,11 @@
 use crate::audit::{AuditPredicate, GateResult, AUDIT_PREDICATE_TYPE};
 use crate::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
 use crate::receipt::VerifiedStatement;
-use crate::upstream_run::{UpstreamRunPredicate, UPSTREAM_RUN_PREDICATE_TYPE};
 use crate::scenario::{
     fixes_text, FuzzPredicate, GatesPredicate, ScenarioPredicate, ScenarioStatus,
     FUZZ_PREDICATE_TYPE, GATES_PREDICATE_TYPE, SCENARIO_PREDICATE_TYPE,
 };
+use crate::upstream_run::{UpstreamRunPredicate, UPSTREAM_RUN_PREDICATE_TYPE};
 
 /// Every `predicateType` besides the probe's that a bundle may carry.
 pub const OTHER_PREDICATE_TYPES: [&str; 6] = [

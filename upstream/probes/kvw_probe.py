@@ -153,6 +153,8 @@ class Scheduler:
         self.attn_cp_cpu_group = None
         self.attn_tp_cpu_group = None
         self.retired = 0
+        self.scheduler_stage_metrics = None
+        self.processed_tokens_counter = 0
 
     def _release_aborted_request(self, req):
         self.rec.hit("release_aborted_request")
@@ -183,6 +185,49 @@ def single_rank_poll(senders, *groups):
     return [s.poll() for s in senders]
 
 
+# What the probes replace, named in every receipt.
+STUBS = [
+    "KV sender/receiver (get_kv_class): records construction, init, send, abort, clear; poll state set by the case",
+    "TP/CP all-reduce of KV polls: one rank's own poll",
+    "scheduler: output_streamer records what is streamed; beam_coordinator and _release_aborted_request no-ops; send_kv_chunk records calls",
+    "radix tree and release_kv_cache: count calls and drop the request's KV row",
+    "kv_manager: empty prefill_info_table (no network)",
+    "TpModelWorker for get_worker_info: context length and pool size only; get_schedule() defaults",
+    "config bags: get_spec (no speculative decoding), get_memory (radix cache on); parallel tp_rank=0",
+    "queues built with object.__new__ and only the attributes their methods read",
+]
+
+# The config bags the probed code reads, as a server with default flags
+# would publish them: no speculative decoding, the radix cache on.
+CONFIG = {
+    "get_spec": lambda: namespace(speculative_algorithm=None),
+    "get_memory": lambda: namespace(disable_radix_cache=False),
+}
+
+
+@contextlib.contextmanager
+def published_config():
+    """Bind the default config bags wherever a loaded sglang module imported the getter."""
+    from sglang.srt import runtime_context
+
+    originals = {name: getattr(runtime_context, name) for name in CONFIG}
+    saved = [(runtime_context, name) for name in CONFIG]
+    for name, stub in CONFIG.items():
+        setattr(runtime_context, name, stub)
+    for mod in list(sys.modules.values()):
+        if not getattr(mod, "__name__", "").startswith("sglang."):
+            continue
+        for name, stub in CONFIG.items():
+            if mod is not runtime_context and getattr(mod, name, None) is originals[name]:
+                saved.append((mod, name))
+                setattr(mod, name, stub)
+    try:
+        yield
+    finally:
+        for mod, name in saved:
+            setattr(mod, name, originals[name])
+
+
 @contextlib.contextmanager
 def patched(module, **attrs):
     saved = {k: getattr(module, k) for k in attrs}
@@ -204,6 +249,7 @@ def prefill_queue(rec, sched, pool):
     q.kv_manager = namespace(prefill_info_table={})
     q.tp_rank, q.pp_rank, q.pp_size, q.tp_size = 0, 0, 1, 1
     q.bootstrap_port = 8998
+    q.scheduler_stage_metrics = None
     q.req_to_metadata_buffer_idx_allocator = recording_allocator(
         M.utils.ReqToMetadataIdxAllocator, 4, rec
     )
@@ -221,8 +267,13 @@ def decode_queue(rec, sched, pool):
     q.transfer_backend = M.utils.TransferBackend.MOONCAKE
     q.kv_manager = namespace(prefill_info_table={})
     q.token_to_kv_pool = namespace()
-    q.token_to_kv_pool_allocator = namespace(page_size=PAGE_SIZE)
+    # No unified FULL/SWA byte budget: the pool-size check decides.
+    q.token_to_kv_pool_allocator = namespace(
+        page_size=PAGE_SIZE, prealloc_ceiling_fits=lambda full, swa: None
+    )
     q.tp_rank, q.pp_rank, q.pp_size = 0, 0, 1
+    q.num_reserved_decode_tokens = 512
+    q.scheduler_stage_metrics = None
     q.req_to_metadata_buffer_idx_allocator = recording_allocator(
         M.utils.ReqToMetadataIdxAllocator, 4, rec
     )
@@ -474,9 +525,16 @@ def main():
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cases": {},
+        "inputs": {
+            "context_len": CONTEXT_LEN,
+            "pool": PREFILL_POOL,
+            "overlong": OVERLONG,
+            "valid": VALID,
+        },
+        "stubs": STUBS,
     }
     failed = 0
-    with get_parallel().override(tp_rank=0):
+    with get_parallel().override(tp_rank=0), published_config():
         for name in names:
             try:
                 with contextlib.redirect_stdout(io.StringIO()):

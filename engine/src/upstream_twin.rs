@@ -1,0 +1,376 @@
+//! The engine's side of the upstream differential: each probe case of
+//! `upstream/probes` run on the engine's own `Req` and door decisions, with
+//! the probe's inputs and the fixes the release contains.
+//!
+//! A probe records what a real SGLang release did; its twin here records
+//! what the engine decides for the same request, in the same field names, so
+//! the two can be compared field by field
+//! ([`kvw_evidence::upstream_run::compare`]). The decisions come from
+//! [`crate::policy`] and [`crate::req`], the functions the simulator calls;
+//! what a decision creates or releases is the simulator's rule for it
+//! (an admitted request gets its sender, bootstrap room and metadata buffer
+//! at bootstrap; a retired one gets none and is answered at once; a retired
+//! prefill result calls `sender.abort()` and frees its KV and metadata once).
+
+use std::collections::BTreeMap;
+
+use kvw_evidence::Fix;
+use serde_json::{json, Value};
+
+use crate::policy::{entry_door, prefill_result_action, Door, Doors, FixSet, ResultAction};
+use crate::req::{max_req_input_len, validate_input_length, FinishReason, Req, RetractionBackup};
+
+/// The inputs a probe ran with (it prints them beside its observations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inputs {
+    pub context_len: u64,
+    /// The pool of the worker whose door is probed.
+    pub pool: u64,
+    /// A prompt over that worker's cap.
+    pub overlong: usize,
+    /// A prompt well under it.
+    pub valid: usize,
+}
+
+impl Inputs {
+    /// Read the `inputs` object a probe prints; `None` when a field is
+    /// missing or not a positive integer.
+    pub fn from_json(v: &Value) -> Option<Inputs> {
+        let n = |k: &str| v.get(k)?.as_u64().filter(|n| *n > 0);
+        Some(Inputs {
+            context_len: n("context_len")?,
+            pool: n("pool")?,
+            overlong: usize::try_from(n("overlong")?).ok()?,
+            valid: usize::try_from(n("valid")?).ok()?,
+        })
+    }
+}
+
+/// One observation: field name to value.
+pub type Fields = BTreeMap<String, Value>;
+
+/// Which worker's door a case probes, and what the request carries.
+#[derive(Debug, Clone, Copy, Default)]
+struct Entry {
+    decode: bool,
+    overlong: bool,
+    metadata_index: bool,
+    retraction_backup: bool,
+    retracted: bool,
+    rebootstrap: bool,
+}
+
+/// The cases, by the names the probes use.
+pub const CASES: [&str; 12] = [
+    "input-cap",
+    "test_rejected_request_is_retired_at_each_pd_door.prefill",
+    "test_rejected_request_is_retired_at_each_pd_door.decode",
+    "test_valid_request_still_admitted.prefill",
+    "test_valid_request_still_admitted.decode",
+    "test_reentering_prefill_request_is_not_retired.metadata_buffer_index",
+    "test_reentering_prefill_request_is_not_retired.retraction_backup",
+    "test_preempted_reentry_is_not_retired.prefill",
+    "test_retracted_decode_request_is_not_retired.is_retracted",
+    "test_retracted_decode_request_is_not_retired.is_rebootstrap",
+    "aborted-final-result",
+    "test_delayed_result_ignores_already_retired_request",
+];
+
+/// Run `case` on the engine with `fixes`; `None` for a case it does not know.
+pub fn observe(case: &str, inputs: &Inputs, fixes: &[Fix]) -> Option<Fields> {
+    let fixes = FixSet::new(fixes);
+    let prefill = Entry {
+        overlong: true,
+        ..Entry::default()
+    };
+    let decode = Entry {
+        decode: true,
+        ..prefill
+    };
+    let fields = match case {
+        "input-cap" => input_cap(inputs),
+        "test_rejected_request_is_retired_at_each_pd_door.prefill" => door(inputs, prefill, fixes),
+        "test_rejected_request_is_retired_at_each_pd_door.decode" => door(inputs, decode, fixes),
+        "test_valid_request_still_admitted.prefill" => door(
+            inputs,
+            Entry {
+                overlong: false,
+                ..prefill
+            },
+            fixes,
+        ),
+        "test_valid_request_still_admitted.decode" => door(
+            inputs,
+            Entry {
+                overlong: false,
+                ..decode
+            },
+            fixes,
+        ),
+        "test_reentering_prefill_request_is_not_retired.metadata_buffer_index" => door(
+            inputs,
+            Entry {
+                metadata_index: true,
+                ..prefill
+            },
+            fixes,
+        ),
+        "test_reentering_prefill_request_is_not_retired.retraction_backup" => door(
+            inputs,
+            Entry {
+                retraction_backup: true,
+                ..prefill
+            },
+            fixes,
+        ),
+        "test_preempted_reentry_is_not_retired.prefill" => door(
+            inputs,
+            Entry {
+                retracted: true,
+                ..prefill
+            },
+            fixes,
+        ),
+        "test_retracted_decode_request_is_not_retired.is_retracted" => door(
+            inputs,
+            Entry {
+                retracted: true,
+                ..decode
+            },
+            fixes,
+        ),
+        "test_retracted_decode_request_is_not_retired.is_rebootstrap" => door(
+            inputs,
+            Entry {
+                rebootstrap: true,
+                ..decode
+            },
+            fixes,
+        ),
+        "aborted-final-result" => aborted_final_result(fixes),
+        "test_delayed_result_ignores_already_retired_request" => delayed_result(fixes),
+        _ => return None,
+    };
+    Some(fields)
+}
+
+fn fields(pairs: impl IntoIterator<Item = (&'static str, Value)>) -> Fields {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+fn input_cap(i: &Inputs) -> Fields {
+    let cap = max_req_input_len(i.context_len, i.pool);
+    fields([
+        ("input_cap", json!(cap)),
+        (
+            "rejects_at_cap",
+            json!(validate_input_length(cap as usize, cap).is_some()),
+        ),
+        (
+            "rejects_below_cap",
+            json!(validate_input_length(cap as usize - 1, cap).is_some()),
+        ),
+    ])
+}
+
+/// Status, message and finish state the client-facing side shows.
+fn finish(req: &Req, streamed: u32) -> Fields {
+    let (status, message) = match req.effective_finish() {
+        Some(FinishReason::Abort {
+            message,
+            status_code,
+        }) => (json!(status_code), json!(message)),
+        Some(FinishReason::Length { .. }) => (json!(200), Value::Null),
+        None => (Value::Null, Value::Null),
+    };
+    fields([
+        ("status", status),
+        ("message", message),
+        ("finished", json!(req.finished())),
+        ("to_finish_pending", json!(req.to_finish.is_some())),
+        ("streamed", json!(streamed)),
+    ])
+}
+
+fn door(i: &Inputs, e: Entry, fixes: FixSet) -> Fields {
+    let len = if e.overlong { i.overlong } else { i.valid };
+    let mut req = Req::new("r", "t", vec![1; len], 8, 7);
+    let rejection = validate_input_length(len, max_req_input_len(i.context_len, i.pool));
+    if let Some(msg) = &rejection {
+        req.set_finish_with_abort(msg, 400);
+    }
+    if e.metadata_index {
+        req.metadata_buffer_index = Some(0);
+    }
+    if e.retraction_backup {
+        req.retraction_backup = Some(RetractionBackup { tokens: len });
+    }
+    req.is_retracted = e.retracted;
+    req.is_rebootstrap = e.rebootstrap;
+    let decision = entry_door(&req, fixes);
+    let admitted = decision == Door::Admit;
+    if decision == Door::Retire {
+        req.update_finish_state();
+    }
+    // Decode puts a retracted request in its retracted queue, with no new
+    // receiver; everything else admitted goes through bootstrap.
+    let handshake = admitted && !(e.decode && e.retracted);
+    let queue = match (admitted, e.decode, e.retracted) {
+        (false, _, _) => "none",
+        (true, true, true) => "retracted",
+        (true, true, false) => "prealloc",
+        (true, false, _) => "waiting",
+    };
+    let mut out = fields([
+        ("rejected_at_intake", json!(rejection.is_some())),
+        (
+            "door",
+            json!(match decision {
+                Door::Admit => "admit",
+                Door::Retire => "retire",
+                Door::DropFinished => "refuse",
+            }),
+        ),
+        ("queue", json!(queue)),
+        ("bootstrap_room", json!(handshake)),
+        ("prompt_tokens_after_door", json!(req.input_len())),
+    ]);
+    if e.decode {
+        out.insert("receiver_created".into(), json!(u32::from(handshake)));
+    } else {
+        out.insert("sender_created".into(), json!(u32::from(handshake)));
+        out.insert(
+            "metadata_buffer".into(),
+            json!(handshake && req.metadata_buffer_index.is_none()),
+        );
+    }
+    out.extend(finish(&req, u32::from(decision == Door::Retire)));
+    out
+}
+
+/// A bootstrapped request holding KV and a metadata buffer.
+fn bootstrapped() -> Req {
+    let mut req = Req::new("r", "t", vec![1; 100], 8, 7);
+    req.metadata_buffer_index = Some(0);
+    req
+}
+
+fn result_fields(req: &Req, action: ResultAction, released: u32, streamed: u32) -> Fields {
+    let sent = matches!(
+        action,
+        ResultAction::SendLastChunk | ResultAction::SendChunk
+    );
+    let mut out = fields([
+        ("queue", json!(if sent { "inflight" } else { "none" })),
+        ("chunk_sent", json!(u32::from(sent))),
+        (
+            "sender_abort",
+            json!(u32::from(action == ResultAction::Retire && released > 0)),
+        ),
+        ("metadata_released", json!(released)),
+        ("kv_released", json!(released)),
+    ]);
+    out.extend(finish(req, streamed));
+    out
+}
+
+/// An abort recorded while the request ran reaches its final result; then
+/// the inflight queue polls the transfer as done.
+fn aborted_final_result(fixes: FixSet) -> Fields {
+    let mut req = bootstrapped();
+    req.to_finish = Some(FinishReason::Abort {
+        message: "aborted by the client".into(),
+        status_code: 400,
+    });
+    let action = prefill_result_action(&req, true, fixes);
+    let retired = action == ResultAction::Retire;
+    if retired {
+        req.update_finish_state();
+    }
+    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    // The inflight queue's success path (`sim::prefill`): a request not yet
+    // finished is finished with FINISH_LENGTH, then its metadata is freed.
+    let inflight = !retired;
+    if inflight && !req.finished() {
+        req.finished_reason = Some(FinishReason::Length { length: 0 });
+    }
+    let (status, message) = match &req.finished_reason {
+        Some(FinishReason::Abort {
+            message,
+            status_code,
+        }) => (json!(status_code), json!(message)),
+        Some(FinishReason::Length { .. }) => (json!(200), Value::Null),
+        None => (Value::Null, Value::Null),
+    };
+    out.extend(fields([
+        ("inflight_done", json!(inflight)),
+        ("final_status", status),
+        ("final_message", message),
+        ("metadata_released_total", json!(1)),
+    ]));
+    out
+}
+
+/// A final result arriving for a request already retired: released and
+/// finished with a 500 by a bootstrap failure.
+fn delayed_result(fixes: FixSet) -> Fields {
+    let mut req = Req::new("r", "t", vec![1; 100], 8, 7);
+    req.finished_reason = Some(FinishReason::Abort {
+        message: "bootstrap failed".into(),
+        status_code: 500,
+    });
+    let action = prefill_result_action(&req, true, fixes);
+    // With #36988 the result of a request the result path already retired
+    // is ignored: nothing is aborted or freed a second time.
+    let again = action == ResultAction::Retire && !Doors::SHIPPED.ignore_retired_result;
+    result_fields(&req, action, u32::from(again), u32::from(again))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INPUTS: Inputs = Inputs {
+        context_len: 1024,
+        pool: 512,
+        overlong: 600,
+        valid: 100,
+    };
+
+    #[test]
+    fn every_case_has_a_twin() {
+        for case in CASES {
+            assert!(observe(case, &INPUTS, &[]).is_some(), "{case}");
+        }
+        assert!(observe("no-such-case", &INPUTS, &[]).is_none());
+    }
+
+    #[test]
+    fn the_prefill_door_admits_before_38935_and_retires_after() {
+        let case = "test_rejected_request_is_retired_at_each_pd_door.prefill";
+        let pre = observe(case, &INPUTS, &[]).unwrap();
+        assert_eq!(pre["door"], "admit");
+        assert_eq!(pre["sender_created"], 1);
+        let post = observe(case, &INPUTS, &[Fix::RetireUnadmittedReject]).unwrap();
+        assert_eq!(post["door"], "retire");
+        assert_eq!(post["sender_created"], 0);
+        assert_eq!(post["status"], 400);
+    }
+
+    #[test]
+    fn an_aborted_final_result_is_sent_and_answered_200_before_36988() {
+        let pre = observe("aborted-final-result", &INPUTS, &[]).unwrap();
+        assert_eq!(pre["queue"], "inflight");
+        assert_eq!(pre["chunk_sent"], 1);
+        assert_eq!(pre["final_status"], 200);
+        let post = observe(
+            "aborted-final-result",
+            &INPUTS,
+            &[Fix::RetireAbortedPrefillResult],
+        )
+        .unwrap();
+        assert_eq!(post["chunk_sent"], 0);
+        assert_eq!(post["sender_abort"], 1);
+        assert_eq!(post["final_status"], 400);
+    }
+}
