@@ -36,13 +36,15 @@ done
 
 mkdir -p "$base"
 uv="$base/bootstrap/bin/uv"
-if [[ ! -x "$uv" ]]; then
+# The bootstrap venv (pip and uv) is made only when a release needs installing.
+bootstrap() {
+  [[ -x "$uv" ]] && return 0
   echo "upstream setup: bootstrap venv with uv"
   rm -rf "$base/bootstrap.tmp"
-  "$python" -m venv "$base/bootstrap.tmp"
-  "$base/bootstrap.tmp/bin/pip" install -q 'uv>=0.5,<1'
-  mv "$base/bootstrap.tmp" "$base/bootstrap"
-fi
+  "$python" -m venv "$base/bootstrap.tmp" &&
+    "$base/bootstrap.tmp/bin/pip" install -q 'uv>=0.5,<1' &&
+    mv "$base/bootstrap.tmp" "$base/bootstrap"
+}
 
 failed=0
 for r in "${releases[@]}"; do
@@ -50,6 +52,10 @@ for r in "${releases[@]}"; do
   if [[ -f "$venv/.kvw-ready" ]]; then
     echo "upstream setup: sglang $r ready ($venv)"
     continue
+  fi
+  if ! bootstrap; then
+    echo "upstream setup: sglang $r: cannot make the bootstrap venv (python ${python}, pip install uv)" >&2
+    exit 1
   fi
   tmp="$venv.tmp"
   log="$base/sglang-$r.install.log"

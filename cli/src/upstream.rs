@@ -240,9 +240,6 @@ fn explanation(case: &str, field: &str) -> Option<String> {
         "message" | "final_message" => {
             "message wording: upstream's validate_input_length adds \"Use a shorter input or enable --allow-auto-truncate.\"; the engine's message omits that advice"
         }
-        "rejects_at_cap" => {
-            "upstream rejects a prompt of exactly max_req_input_len tokens (len >= cap); the engine's validate_input_length rejects only len > cap"
-        }
         _ => return None,
     };
     Some(text.to_string())
@@ -399,10 +396,17 @@ fn write_receipts(
         .prefix(".upstream-run")
         .tempdir_in(parent)
         .with_context(|| format!("cannot write in {}", parent.display()))?;
+    let signer = match key {
+        Some(k) => kvw_evidence::Signer::load(k)?,
+        None => kvw_evidence::Signer::load_or_create_default()?.0,
+    };
     for p in runs.iter().flatten() {
-        let path = tmp.path().join(receipt_name(&p.release, &p.case));
-        crate::probe::write_receipt(&path, key, p)?;
+        let name = receipt_name(&p.release, &p.case);
+        let envelope = kvw_evidence::sign_statement(&name, p, &signer)?;
+        crate::probe::write_envelope(&tmp.path().join(&name), &envelope)?;
     }
+    // The public key beside the receipts, so `kvw verify FILE` finds it.
+    signer.public().save(tmp.path().join("kvw.pub.json"))?;
     let tmp = tmp.keep();
     std::fs::rename(&tmp, dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(())

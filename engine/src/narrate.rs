@@ -234,7 +234,7 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
         .collect();
     let picture = |i: usize| cx.pictures.iter().find(|(e, _)| *e == i).map(|(_, v)| v);
     let ps = u64::from(cx.config.page_size);
-    let rejected_at_prefill = cx.prompt_len > cx.config.prefill_input_cap();
+    let rejected_at_prefill = cx.prompt_len >= cx.config.prefill_input_cap();
     let mut current = 1u8;
     let mut forwarded = 0u64;
     let mut forward_pages = 0u64;

@@ -178,9 +178,12 @@ pub fn max_req_input_len(context_len: u64, pool_tokens: u64) -> u64 {
 }
 
 /// The scheduler's input-length check: returns the rejection message when
-/// the prompt exceeds the cap.
+/// the prompt reaches the cap. Upstream's `validate_input_length` rejects
+/// `len(origin_input_ids) >= max_req_input_len`, so a prompt of exactly
+/// `cap` tokens is refused too (shown on the real releases by
+/// `kvw upstream run`, case `input-cap`).
 pub fn validate_input_length(input_len: usize, cap: u64) -> Option<String> {
-    (input_len as u64 > cap).then(|| {
+    (input_len as u64 >= cap).then(|| {
         format!(
             "Input length ({input_len} tokens) exceeds the maximum allowed length ({cap} tokens)."
         )
@@ -214,7 +217,10 @@ mod tests {
     fn input_cap_rule_matches_the_incident_numbers() {
         assert_eq!(max_req_input_len(1_048_576, 681_280), 681_274);
         assert_eq!(max_req_input_len(1_048_576, 2_040_000), 1_048_570);
-        assert!(validate_input_length(681_274, 681_274).is_none());
-        assert!(validate_input_length(681_275, 681_274).is_some());
+        assert!(validate_input_length(681_273, 681_274).is_none());
+        assert!(
+            validate_input_length(681_274, 681_274).is_some(),
+            "upstream rejects len >= max_req_input_len"
+        );
     }
 }

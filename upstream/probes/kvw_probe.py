@@ -245,6 +245,7 @@ def prefill_queue(rec, sched, pool):
     q.queue = []
     q.scheduler = sched
     q.max_total_num_tokens = pool
+    q.max_input_len = pool  # 0.5.23 names the same cap max_input_len
     q.transfer_backend = M.utils.TransferBackend.MOONCAKE
     q.kv_manager = namespace(prefill_info_table={})
     q.tp_rank, q.pp_rank, q.pp_size, q.tp_size = 0, 0, 1, 1
