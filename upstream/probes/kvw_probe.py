@@ -270,7 +270,9 @@ def decode_queue(rec, sched, pool):
     q.token_to_kv_pool = namespace()
     # No unified FULL/SWA byte budget: the pool-size check decides.
     q.token_to_kv_pool_allocator = namespace(
-        page_size=PAGE_SIZE, prealloc_ceiling_fits=lambda full, swa: None
+        page_size=PAGE_SIZE,
+        prealloc_ceiling_fits=lambda full, swa: None,
+        get_kvcache=lambda: q.token_to_kv_pool,
     )
     q.tp_rank, q.pp_rank, q.pp_size = 0, 0, 1
     q.num_reserved_decode_tokens = 512
@@ -402,7 +404,7 @@ def prefill_result(req, sched, *, last=True):
 def counting_release(sched):
     """``release_kv_cache`` stub: counts the call and drops the request's KV row."""
 
-    def release_kv_cache(r, tree_cache, is_insert=True):
+    def release_kv_cache(r, tree_cache, is_insert=True, **kwargs):
         sched.rec.hit("kv_release")
         r.kv.req_pool_idx = None
 
