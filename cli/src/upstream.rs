@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use kvw_engine::upstream_twin::{self, Inputs};
-use kvw_evidence::bundle::Rerun;
 use kvw_evidence::upstream_run::{
-    compare, release_fixes, UpstreamRunPredicate, Verdict, RELEASES, UPSTREAM_RUN_PREDICATE_TYPE,
+    compare, release_fixes, Totals, UpstreamRunPredicate, Verdict, RELEASES,
+    UPSTREAM_RUN_PREDICATE_TYPE,
 };
 use kvw_evidence::VerifiedStatement;
 use serde_json::Value;
@@ -54,7 +54,8 @@ pub struct RunArgs {
     /// Signing key file for --out (default: the local key).
     #[arg(long)]
     pub key: Option<PathBuf>,
-    /// Exit 1 when any field of these cases differs at any release.
+    /// Exit 1 when a field of these cases differs at any release with no
+    /// reason given for it.
     #[arg(long, value_delimiter = ',')]
     pub require_agree: Vec<String>,
 }
@@ -235,10 +236,12 @@ fn run_probe(release: &str, venv: &Venv, script: &Path, cases: &[String]) -> Res
 
 /// Differences the stubs or the engine's model explain, by case and field.
 fn explanation(case: &str, field: &str) -> Option<String> {
-    let _ = case;
-    let text = match field {
-        "message" | "final_message" => {
-            "message wording: upstream's validate_input_length adds \"Use a shorter input or enable --allow-auto-truncate.\"; the engine's message omits that advice"
+    let text = match (case, field) {
+        ("decode-timeout", "message") => {
+            "wording: the engine's message names the waiting timeout; upstream's names the failed transfer (rank, rid, room) and the transport's exception, here the stub's"
+        }
+        (_, "message") => {
+            "wording: upstream's validate_input_length adds \"Use a shorter input or enable --allow-auto-truncate.\"; the engine's message stops before that advice"
         }
         _ => return None,
     };
@@ -310,10 +313,19 @@ fn compare_release(
     Ok(out)
 }
 
+/// `agree`, `agree*` (every difference carries its reason) or `DIFFER`,
+/// then agree/explained/unexplained/n.a. field counts.
 fn cell(p: &UpstreamRunPredicate) -> String {
-    let (a, d, n) = p.totals();
-    let word = if d > 0 { "DIFFER" } else { "agree" };
-    format!("{word} {a}/{d}/{n}")
+    let t = p.totals();
+    let word = match (t.differ, t.explained) {
+        (0, 0) => "agree",
+        (0, _) => "agree*",
+        _ => "DIFFER",
+    };
+    format!(
+        "{word} {}/{}/{}/{}",
+        t.agree, t.explained, t.differ, t.not_applicable
+    )
 }
 
 fn print_table(
@@ -334,22 +346,26 @@ fn print_table(
         }
         outln!("{line}")?;
     }
-    let (mut a, mut d, mut n) = (0, 0, 0);
+    let mut t = Totals::default();
     for p in runs.iter().flatten() {
-        let t = p.totals();
-        a += t.0;
-        d += t.1;
-        n += t.2;
+        t += p.totals();
     }
-    outln!("cells: agree/differ/n.a. fields (real release vs engine under the fixes it contains)")?;
     outln!(
-        "total: {a} fields agree, {d} differ, {n} n.a., over {} case runs",
+        "cells: fields agree/differ with reason/differ unexplained/n.a. (real release vs engine under the fixes it contains); * = every difference explained"
+    )?;
+    outln!(
+        "total: {} fields agree, {} differ with the reason given, {} differ unexplained, {} n.a., over {} case runs",
+        t.agree,
+        t.explained,
+        t.differ,
+        t.not_applicable,
         runs.iter().flatten().count()
     )?;
     for p in runs.iter().flatten() {
-        for f in p.fields.iter().filter(|f| f.verdict == Verdict::Differ) {
+        for f in p.fields.iter().filter(|f| f.verdict != Verdict::Agree) {
             outln!(
-                "  differ: SGLang {} {} {}: real {} vs engine {}{}",
+                "  {}: SGLang {} {} {}: real {} vs engine {}{}",
+                f.verdict.name(),
                 p.release,
                 p.case,
                 f.field,
@@ -465,7 +481,7 @@ fn run_all(args: RunArgs) -> Result<()> {
     let broken: Vec<String> = runs
         .iter()
         .flatten()
-        .filter(|p| args.require_agree.contains(&p.case) && p.totals().1 > 0)
+        .filter(|p| args.require_agree.contains(&p.case) && p.totals().differ > 0)
         .map(|p| format!("{} on {}", p.case, p.release))
         .collect();
     if !broken.is_empty() {
@@ -477,12 +493,9 @@ fn run_all(args: RunArgs) -> Result<()> {
 /// `kvw verify --reproduce` for an upstream-run receipt: re-run its probe in
 /// the release's venv and compare with what was signed. `Err` names what is
 /// missing in one line when the venv is not there.
-pub fn reproduce(statement: &VerifiedStatement) -> Result<Rerun, String> {
+pub fn reproduce(statement: &VerifiedStatement) -> Result<bool, String> {
     if statement.predicate_type != UPSTREAM_RUN_PREDICATE_TYPE {
-        return Err(format!(
-            "not an upstream-run receipt: {}",
-            statement.predicate_type
-        ));
+        return Ok(false);
     }
     let p: UpstreamRunPredicate = statement.parse().map_err(|e| e.to_string())?;
     let v = venv(&p.release).map_err(|_| {
@@ -521,5 +534,5 @@ pub fn reproduce(statement: &VerifiedStatement) -> Result<Rerun, String> {
             p.case, p.release
         ));
     }
-    Ok(Rerun::Reproduced)
+    Ok(true)
 }

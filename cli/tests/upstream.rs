@@ -54,9 +54,15 @@ fn an_unknown_release_or_case_is_one_line_and_writes_nothing() {
     let home = tempfile::tempdir().unwrap();
     let out = home.path().join("receipts");
     let o = out.to_str().unwrap();
-    let line = one_error_line(&kvw(home.path(), &["upstream", "run", "--sglang", "0.4.0", "--out", o]));
+    let line = one_error_line(&kvw(
+        home.path(),
+        &["upstream", "run", "--sglang", "0.4.0", "--out", o],
+    ));
     assert!(line.contains("unknown SGLang release \"0.4.0\""), "{line}");
-    let line = one_error_line(&kvw(home.path(), &["upstream", "run", "--cases", "nope", "--out", o]));
+    let line = one_error_line(&kvw(
+        home.path(),
+        &["upstream", "run", "--cases", "nope", "--out", o],
+    ));
     assert!(line.contains("unknown case \"nope\""), "{line}");
     assert!(!out.exists());
 }
@@ -65,7 +71,10 @@ fn an_unknown_release_or_case_is_one_line_and_writes_nothing() {
 fn a_broken_venv_names_the_release() {
     let home = tempfile::tempdir().unwrap();
     fake_venv(home.path(), "0.5.19", None);
-    let line = one_error_line(&kvw(home.path(), &["upstream", "run", "--sglang", "0.5.19"]));
+    let line = one_error_line(&kvw(
+        home.path(),
+        &["upstream", "run", "--sglang", "0.5.19"],
+    ));
     assert!(line.contains("SGLang 0.5.19: broken venv"), "{line}");
 }
 
@@ -83,9 +92,21 @@ fn a_probe_that_raises_names_release_and_case_and_writes_nothing() {
     let out = home.path().join("receipts");
     let line = one_error_line(&kvw(
         home.path(),
-        &["upstream", "run", "--sglang", "0.5.19", "--cases", "input-cap", "--out", out.to_str().unwrap()],
+        &[
+            "upstream",
+            "run",
+            "--sglang",
+            "0.5.19",
+            "--cases",
+            "input-cap",
+            "--out",
+            out.to_str().unwrap(),
+        ],
     ));
-    assert!(line.contains("SGLang 0.5.19, case input-cap: the probe raised AttributeError: boom"), "{line}");
+    assert!(
+        line.contains("SGLang 0.5.19, case input-cap: the probe raised AttributeError: boom"),
+        "{line}"
+    );
     assert!(!out.exists());
 }
 
@@ -114,13 +135,27 @@ fn reproduce_without_the_venv_says_so_in_one_line() {
     let env = kvw_evidence::sign_statement(name, &p, &signer).unwrap();
     let file = home.path().join(name);
     std::fs::write(&file, serde_json::to_vec(&env).unwrap()).unwrap();
-    signer.public().save(home.path().join("kvw.pub.json")).unwrap();
+    signer
+        .public()
+        .save(home.path().join("kvw.pub.json"))
+        .unwrap();
     let f = file.to_str().unwrap();
     let ok = kvw(home.path(), &["verify", f]);
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("upstream run input-cap on SGLang 0.5.19"));
     let out = kvw(home.path(), &["verify", f, "--reproduce"]);
     assert!(!out.status.success());
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("--reproduce needs the SGLang 0.5.19 venv"), "{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("--reproduce needs the SGLang 0.5.19 venv"),
+        "{text}"
+    );
 }

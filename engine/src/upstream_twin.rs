@@ -17,7 +17,10 @@ use std::collections::BTreeMap;
 use kvw_evidence::Fix;
 use serde_json::{json, Value};
 
-use crate::policy::{entry_door, prefill_result_action, Door, Doors, FixSet, ResultAction};
+use crate::policy::{
+    entry_door, handoff_door, prefill_result_action, release_rule, Door, Doors, FixSet,
+    HandoffDecision, KvPoll, Release, ResultAction,
+};
 use crate::req::{max_req_input_len, validate_input_length, FinishReason, Req, RetractionBackup};
 
 /// The inputs a probe ran with (it prints them beside its observations).
@@ -61,7 +64,7 @@ struct Entry {
 }
 
 /// The cases, by the names the probes use.
-pub const CASES: [&str; 12] = [
+pub const CASES: [&str; 13] = [
     "input-cap",
     "test_rejected_request_is_retired_at_each_pd_door.prefill",
     "test_rejected_request_is_retired_at_each_pd_door.decode",
@@ -74,6 +77,7 @@ pub const CASES: [&str; 12] = [
     "test_retracted_decode_request_is_not_retired.is_rebootstrap",
     "aborted-final-result",
     "test_delayed_result_ignores_already_retired_request",
+    "decode-timeout",
 ];
 
 /// Run `case` on the engine with `fixes`; `None` for a case it does not know.
@@ -149,6 +153,7 @@ pub fn observe(case: &str, inputs: &Inputs, fixes: &[Fix]) -> Option<Fields> {
         ),
         "aborted-final-result" => aborted_final_result(fixes),
         "test_delayed_result_ignores_already_retired_request" => delayed_result(fixes),
+        "decode-timeout" => decode_timeout(fixes),
         _ => return None,
     };
     Some(fields)
@@ -324,6 +329,36 @@ fn delayed_result(fixes: FixSet) -> Fields {
     // is ignored: nothing is aborted or freed a second time.
     let again = action == ResultAction::Retire && !Doors::SHIPPED.ignore_retired_result;
     result_fields(&req, action, u32::from(again), u32::from(again))
+}
+
+/// Decode's transfer queue when the handoff waited past the timeout.
+fn decode_timeout(fixes: FixSet) -> Fields {
+    let mut req = Req::new("r", "t", vec![1; 100], 8, 7);
+    // The engine's default `waiting_timeout_s` (300 s, as upstream's
+    // bootstrap/waiting timeout defaults).
+    let timeout = 300 * 1_000_000;
+    let decision = handoff_door(&req, KvPoll::Transferring, timeout, timeout, None);
+    let aborted = matches!(decision, HandoffDecision::Abort { .. });
+    if let HandoffDecision::Abort {
+        status, message, ..
+    } = decision
+    {
+        req.finished_reason = Some(FinishReason::Abort {
+            message,
+            status_code: status,
+        });
+    }
+    // No write in flight and the peer acknowledged: the pages go back now.
+    let now = aborted && release_rule(0, true, fixes) == Release::Now;
+    let mut out = fields([
+        ("queue", json!(if aborted { "none" } else { "transfer" })),
+        ("transferred", json!(false)),
+        ("kv_released", json!(u32::from(now))),
+        ("metadata_released", json!(u32::from(now))),
+        ("receiver_cleared", json!(u32::from(now))),
+    ]);
+    out.extend(finish(&req, u32::from(aborted)));
+    out
 }
 
 #[cfg(test)]

@@ -114,9 +114,24 @@ pub struct UpstreamRunPredicate {
     pub kvw_version: String,
 }
 
-/// Limits of the stubs or of the engine's model that explain a difference,
-/// keyed by case and field; a difference not listed here stays unexplained.
-pub type Explanations = BTreeMap<(String, String), String>;
+/// Fields per verdict; a difference is `explained` when its entry carries
+/// the reason (a limit of the stubs or of the engine's model).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub agree: usize,
+    pub explained: usize,
+    pub differ: usize,
+    pub not_applicable: usize,
+}
+
+impl std::ops::AddAssign for Totals {
+    fn add_assign(&mut self, o: Totals) {
+        self.agree += o.agree;
+        self.explained += o.explained;
+        self.differ += o.differ;
+        self.not_applicable += o.not_applicable;
+    }
+}
 
 fn na_reason(v: &Value) -> Option<String> {
     v.as_object()
@@ -166,20 +181,31 @@ pub fn compare(
 }
 
 impl UpstreamRunPredicate {
-    /// Count of fields per verdict: (agree, differ, not applicable).
-    pub fn totals(&self) -> (usize, usize, usize) {
-        let n = |v| self.fields.iter().filter(|f| f.verdict == v).count();
-        (
-            n(Verdict::Agree),
-            n(Verdict::Differ),
-            n(Verdict::NotApplicable),
-        )
+    /// Count of fields per verdict.
+    pub fn totals(&self) -> Totals {
+        let n = |v, explained: bool| {
+            self.fields
+                .iter()
+                .filter(|f| {
+                    f.verdict == v && (v != Verdict::Differ || f.reason.is_some() == explained)
+                })
+                .count()
+        };
+        Totals {
+            agree: n(Verdict::Agree, false),
+            explained: n(Verdict::Differ, true),
+            differ: n(Verdict::Differ, false),
+            not_applicable: n(Verdict::NotApplicable, false),
+        }
     }
 
     /// One line: the case's totals.
     pub fn summary(&self) -> String {
-        let (a, d, n) = self.totals();
-        format!("{a} agree, {d} differ, {n} n.a.")
+        let t = self.totals();
+        format!(
+            "{} agree, {} differ with the reason given, {} differ unexplained, {} n.a.",
+            t.agree, t.explained, t.differ, t.not_applicable
+        )
     }
 }
 

@@ -188,7 +188,7 @@ def single_rank_poll(senders, *groups):
 # What the probes replace, named in every receipt.
 STUBS = [
     "KV sender/receiver (get_kv_class): records construction, init, send, abort, clear; poll state set by the case",
-    "TP/CP all-reduce of KV polls: one rank's own poll",
+    "TP/CP all-reduce of KV polls and of decode's hold flags: one rank's own values",
     "scheduler: output_streamer records what is streamed; beam_coordinator and _release_aborted_request no-ops; send_kv_chunk records calls",
     "radix tree and release_kv_cache: count calls and drop the request's KV row",
     "kv_manager: empty prefill_info_table (no network)",
@@ -230,14 +230,19 @@ def published_config():
 
 @contextlib.contextmanager
 def patched(module, **attrs):
-    saved = {k: getattr(module, k) for k in attrs}
+    """Replace module attributes for the block; one a release lacks is added, then removed."""
+    missing = object()
+    saved = {k: getattr(module, k, missing) for k in attrs}
     for k, v in attrs.items():
         setattr(module, k, v)
     try:
         yield
     finally:
         for k, v in saved.items():
-            setattr(module, k, v)
+            if v is missing:
+                delattr(module, k)
+            else:
+                setattr(module, k, v)
 
 
 def prefill_queue(rec, sched, pool):
@@ -478,6 +483,57 @@ def case_delayed_result_after_retire():
     return result_fields(req, sched)
 
 
+def case_decode_timeout():
+    """Decode's transfer queue when the transport's waiting timeout fires.
+
+    The timeout lives in the KV transport (stubbed): when it fires the
+    receiver polls ``KVPoll.Failed``. From there the release's own
+    ``DecodeTransferQueue.pop_transferred`` decides the status and what
+    it releases.
+    """
+    rec = Recorder()
+    rec.bootstrap_room = None
+    sched = Scheduler(rec)
+    q = object.__new__(M.decode.DecodeTransferQueue)
+    q.scheduler = sched
+    sched.enable_decode_hicache = False
+    q.enable_staging = False
+    q.enable_deferred_kv_release = False
+    q.tp_rank = 0
+    q.gloo_group = None
+    q.tree_cache = sched.tree_cache
+    q.metadata_buffers = namespace(bootstrap_room=[0] * 4, clear_slot=lambda idx: None)
+    q.req_to_metadata_buffer_idx_allocator = recording_allocator(
+        M.utils.ReqToMetadataIdxAllocator, 4, rec
+    )
+    q.scheduler_stage_metrics = None
+    req = new_req("r-decode", VALID)
+    req.kv.req_pool_idx = 0
+    receiver = recording_receiver_class(rec)(None, "127.0.0.1:8998", 7)
+    receiver.abort_notified = False
+    type(receiver).poll_state = M.utils.KVPoll.Failed
+    decode_req = M.decode.DecodeRequest(req=req, kv_receiver=receiver)
+    decode_req.metadata_buffer_index = q.req_to_metadata_buffer_idx_allocator.alloc()
+    q.queue = [decode_req]
+    rec.counts.clear()
+    with patched(
+        M.decode,
+        poll_and_all_reduce=lambda pollers, group, **kw: [p.poll() for p in pollers],
+        all_reduce_flags=lambda flags, group, op: flags,
+        release_kv_cache=counting_release(sched),
+    ):
+        transferred = q.pop_transferred()
+    out = {
+        "queue": "transfer" if q.queue else "none",
+        "transferred": req in transferred,
+        "kv_released": rec.n("kv_release"),
+        "metadata_released": rec.n("metadata_free"),
+        "receiver_cleared": rec.n("receiver_clear"),
+    }
+    out.update(finish_fields(req, sched))
+    return out
+
+
 CASES = {
     "input-cap": case_input_cap,
     "test_rejected_request_is_retired_at_each_pd_door.prefill": lambda: door_prefill(OVERLONG),
@@ -499,6 +555,7 @@ CASES = {
     ),
     "aborted-final-result": case_aborted_final_result,
     "test_delayed_result_ignores_already_retired_request": case_delayed_result_after_retire,
+    "decode-timeout": case_decode_timeout,
 }
 
 
