@@ -361,22 +361,26 @@ fn print_table(
         t.not_applicable,
         runs.iter().flatten().count()
     )?;
+    // Each difference once, with the releases it shows at.
+    let mut seen: BTreeMap<(String, String, String, String), Vec<&str>> = BTreeMap::new();
     for p in runs.iter().flatten() {
         for f in p.fields.iter().filter(|f| f.verdict != Verdict::Agree) {
-            outln!(
-                "  {}: SGLang {} {} {}: real {} vs engine {}{}",
-                f.verdict.name(),
-                p.release,
-                p.case,
-                f.field,
-                p.upstream.get(&f.field).unwrap_or(&Value::Null),
-                p.engine.get(&f.field).unwrap_or(&Value::Null),
-                f.reason
-                    .as_deref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            )?;
+            let side =
+                |m: &BTreeMap<String, Value>| m.get(&f.field).unwrap_or(&Value::Null).to_string();
+            let key = (
+                format!("{} {} {}", f.verdict.name(), p.case, f.field),
+                side(&p.upstream),
+                side(&p.engine),
+                f.reason.clone().unwrap_or_else(|| "no reason given".into()),
+            );
+            seen.entry(key).or_default().push(&p.release);
         }
+    }
+    for ((what, real, engine, reason), releases) in seen {
+        outln!(
+            "  {what} (SGLang {}): real {real} vs engine {engine}; {reason}",
+            releases.join(", ")
+        )?;
     }
     Ok(())
 }
