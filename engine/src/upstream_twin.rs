@@ -381,6 +381,15 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_of_exactly_the_cap_is_rejected_as_upstream_does() {
+        // SGLang 0.5.19-0.5.23 all answer true here (`kvw upstream run`).
+        let cap = observe("input-cap", &INPUTS, &[]).unwrap();
+        assert_eq!(cap["input_cap"], 506);
+        assert_eq!(cap["rejects_at_cap"], true);
+        assert_eq!(cap["rejects_below_cap"], false);
+    }
+
+    #[test]
     fn the_prefill_door_admits_before_38935_and_retires_after() {
         let case = "test_rejected_request_is_retired_at_each_pd_door.prefill";
         let pre = observe(case, &INPUTS, &[]).unwrap();
