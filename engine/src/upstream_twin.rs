@@ -178,16 +178,21 @@ fn input_cap(i: &Inputs) -> Fields {
     ])
 }
 
-/// Status, message and finish state the client-facing side shows.
-fn finish(req: &Req, streamed: u32) -> Fields {
-    let (status, message) = match req.effective_finish() {
+/// The status and message a finish reason answers with.
+fn status_message(reason: Option<&FinishReason>) -> (Value, Value) {
+    match reason {
         Some(FinishReason::Abort {
             message,
             status_code,
         }) => (json!(status_code), json!(message)),
         Some(FinishReason::Length { .. }) => (json!(200), Value::Null),
         None => (Value::Null, Value::Null),
-    };
+    }
+}
+
+/// Status, message and finish state the client-facing side shows.
+fn finish(req: &Req, streamed: u32) -> Fields {
+    let (status, message) = status_message(req.effective_finish());
     fields([
         ("status", status),
         ("message", message),
@@ -299,14 +304,7 @@ fn aborted_final_result(fixes: FixSet) -> Fields {
     if inflight && !req.finished() {
         req.finished_reason = Some(FinishReason::Length { length: 0 });
     }
-    let (status, message) = match &req.finished_reason {
-        Some(FinishReason::Abort {
-            message,
-            status_code,
-        }) => (json!(status_code), json!(message)),
-        Some(FinishReason::Length { .. }) => (json!(200), Value::Null),
-        None => (Value::Null, Value::Null),
-    };
+    let (status, message) = status_message(req.finished_reason.as_ref());
     out.extend(fields([
         ("inflight_done", json!(inflight)),
         ("final_status", status),

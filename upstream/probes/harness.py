@@ -19,7 +19,7 @@ class Recorder:
 
     def __init__(self):
         self.counts = {}
-        self.stubs = set()
+        self.bootstrap_room = None
 
     def hit(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1

@@ -205,6 +205,12 @@ CONFIG = {
 }
 
 
+def fresh():
+    """A recorder and the scheduler stub that reports into it."""
+    rec = Recorder()
+    return rec, Scheduler(rec)
+
+
 @contextlib.contextmanager
 def published_config():
     """Bind the default config bags wherever a loaded sglang module imported the getter."""
@@ -303,9 +309,7 @@ def finish_fields(req, sched):
 
 
 def door_prefill(req_len, *, metadata_index=None, retracted=False, backup=False, reject=True):
-    rec = Recorder()
-    rec.bootstrap_room = None
-    sched = Scheduler(rec)
+    rec, sched = fresh()
     q = prefill_queue(rec, sched, PREFILL_POOL)
     req = new_req("r-prefill", req_len)
     cap = input_cap(PREFILL_POOL)
@@ -341,9 +345,7 @@ def door_prefill(req_len, *, metadata_index=None, retracted=False, backup=False,
 
 
 def door_decode(req_len, *, retracted=False, rebootstrap=False, reject=True):
-    rec = Recorder()
-    rec.bootstrap_room = None
-    sched = Scheduler(rec)
+    rec, sched = fresh()
     q = decode_queue(rec, sched, PREFILL_POOL)
     req = new_req("r-decode", req_len)
     cap = input_cap(PREFILL_POOL)
@@ -444,9 +446,7 @@ def result_fields(req, sched):
 
 def case_aborted_final_result():
     """An abort recorded while the request ran reaches its final prefill result."""
-    rec = Recorder()
-    rec.bootstrap_room = None
-    sched = Scheduler(rec)
+    rec, sched = fresh()
     req = bootstrapped_prefill_req(rec, sched, VALID)
     req.to_finish = M.sb.FINISH_ABORT("aborted by the client", 400)
     prefill_result(req, sched)
@@ -470,9 +470,7 @@ def case_aborted_final_result():
 
 def case_delayed_result_after_retire():
     """A final result arriving for a request already retired (nothing held)."""
-    rec = Recorder()
-    rec.bootstrap_room = None
-    sched = Scheduler(rec)
+    rec, sched = fresh()
     req = bootstrapped_prefill_req(rec, sched, VALID)
     # Retired earlier (e.g. by a bootstrap failure): released and finished.
     M.prefill.maybe_release_metadata_buffer(req, sched.req_to_metadata_buffer_idx_allocator)
@@ -491,9 +489,7 @@ def case_decode_timeout():
     ``DecodeTransferQueue.pop_transferred`` decides the status and what
     it releases.
     """
-    rec = Recorder()
-    rec.bootstrap_room = None
-    sched = Scheduler(rec)
+    rec, sched = fresh()
     q = object.__new__(M.decode.DecodeTransferQueue)
     q.scheduler = sched
     sched.enable_decode_hicache = False
