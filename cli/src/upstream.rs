@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use kvw_engine::upstream_twin::{self, Inputs};
+use kvw_evidence::bundle::Rerun;
 use kvw_evidence::upstream_run::{
     compare, release_fixes, Totals, UpstreamRunPredicate, Verdict, RELEASES,
     UPSTREAM_RUN_PREDICATE_TYPE,
@@ -423,7 +424,7 @@ fn write_receipts(
     for p in runs.iter().flatten() {
         let name = receipt_name(&p.release, &p.case);
         let envelope = kvw_evidence::sign_statement(&name, p, &signer)?;
-        crate::probe::write_envelope(&tmp.path().join(&name), &envelope)?;
+        crate::probe::write_envelope(&tmp.path().join(&name), &envelope, false)?;
     }
     // The public key beside the receipts, so `kvw verify FILE` finds it.
     signer.public().save(tmp.path().join("kvw.pub.json"))?;
@@ -497,9 +498,12 @@ fn run_all(args: RunArgs) -> Result<()> {
 /// `kvw verify --reproduce` for an upstream-run receipt: re-run its probe in
 /// the release's venv and compare with what was signed. `Err` names what is
 /// missing in one line when the venv is not there.
-pub fn reproduce(statement: &VerifiedStatement) -> Result<bool, String> {
+pub fn reproduce(statement: &VerifiedStatement) -> Result<Rerun, String> {
     if statement.predicate_type != UPSTREAM_RUN_PREDICATE_TYPE {
-        return Ok(false);
+        return Err(format!(
+            "not an upstream-run receipt: {}",
+            statement.predicate_type
+        ));
     }
     let p: UpstreamRunPredicate = statement.parse().map_err(|e| e.to_string())?;
     let v = venv(&p.release).map_err(|_| {
@@ -538,5 +542,5 @@ pub fn reproduce(statement: &VerifiedStatement) -> Result<bool, String> {
             p.case, p.release
         ));
     }
-    Ok(true)
+    Ok(Rerun::Reproduced)
 }
