@@ -116,7 +116,7 @@ impl SiteReport {
         let kinds: Vec<String> = self
             .kinds
             .iter()
-            .map(|(kind, n)| format!("{n} {kind}"))
+            .map(|(kind, n)| format!("{n} × {kind}"))
             .collect();
         format!(
             "{} pages, {total} receipts verified and published ({}); browser build {}",
