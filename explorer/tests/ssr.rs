@@ -349,8 +349,7 @@ fn every_page_carries_the_policy_and_admits_its_inline_code() {
         kvw_evidence::receipt::sign_statement("audit-status.json", &audit, &signer).unwrap(),
     );
     let others = vec![(name, envelope), support::fuzz_receipt(&signer), audit];
-    write_bundle_with_others(&bundle, sample_receipts(&signer).unwrap(), others, &signer)
-        .unwrap();
+    write_bundle_with_others(&bundle, sample_receipts(&signer).unwrap(), others, &signer).unwrap();
     fs::create_dir_all(wasm.join("it")).unwrap();
     for dir in [wasm.clone(), wasm.join("it")] {
         fs::write(dir.join(WASM_JS), "//").unwrap();

@@ -385,11 +385,15 @@ fn built(name: &str, needle: &'static str, setup: impl Fn(&Work) + Send + Sync +
 fn hostile_receipts() -> Vec<Case> {
     let taken = "taken by the site's own page";
     vec![
-        s("receipt-named-gates", taken, |w| probe_named(w, "gates.json")),
+        s("receipt-named-gates", taken, |w| {
+            probe_named(w, "gates.json")
+        }),
         s("receipt-named-receipts", taken, |w| {
             probe_named(w, "receipts.json")
         }),
-        s("receipt-named-compare", taken, |w| probe_named(w, "compare.json")),
+        s("receipt-named-compare", taken, |w| {
+            probe_named(w, "compare.json")
+        }),
         s("receipt-named-like-a-compare-page", taken, |w| {
             probe_named(w, "compare-incident-walkthrough-fixes-kv-checksum.json")
         }),
@@ -464,8 +468,10 @@ fn site_build_of_receipts_that_verify_but_would_harm_the_site() {
         );
     }
     for lang in ["en", "it"] {
-        let hostile = std::fs::read_to_string(site.join(lang).join("scenario-hostile-link.html")).unwrap();
-        assert!(hostile.contains("<code class=\"sc-unlinked\">javascript:alert(document.domain)</code>"));
+        let hostile =
+            std::fs::read_to_string(site.join(lang).join("scenario-hostile-link.html")).unwrap();
+        assert!(hostile
+            .contains("<code class=\"sc-unlinked\">javascript:alert(document.domain)</code>"));
         let huge = std::fs::read_to_string(site.join(lang).join("scenario-huge.html")).unwrap();
         assert!(huge.contains("class=\"kvw-limit\""), "{lang}: no note");
         assert_eq!(huge.matches("class=\"sc-step\"").count(), 200, "{lang}");

@@ -26,16 +26,17 @@ use kvw_evidence::PREDICATE_TYPE;
 use super::SiteError;
 use crate::model::Shown;
 
-/// What a receipt holds, parsed once from its verified statement.
+/// What a receipt holds, parsed once from its verified statement (boxed:
+/// the kinds differ much in size).
 #[derive(Debug, Clone)]
 pub enum Kind {
     /// A probe run: replayed step by step.
     Probe(Shown),
-    ModelCheck(ModelCheckPredicate),
-    Scenario(ScenarioPredicate),
-    Gates(GatesPredicate),
-    Fuzz(FuzzPredicate),
-    Audit(AuditPredicate),
+    ModelCheck(Box<ModelCheckPredicate>),
+    Scenario(Box<ScenarioPredicate>),
+    Gates(Box<GatesPredicate>),
+    Fuzz(Box<FuzzPredicate>),
+    Audit(Box<AuditPredicate>),
 }
 
 impl Kind {
@@ -144,11 +145,11 @@ fn parse(stem: &str, envelope: &[u8], statement: VerifiedStatement) -> Result<Ki
                 predicate: Arc::new(verified.predicate),
             })
         }
-        MODEL_CHECK_PREDICATE_TYPE => Kind::ModelCheck(statement.parse().map_err(e)?),
-        SCENARIO_PREDICATE_TYPE => Kind::Scenario(statement.parse().map_err(e)?),
-        GATES_PREDICATE_TYPE => Kind::Gates(statement.parse().map_err(e)?),
-        FUZZ_PREDICATE_TYPE => Kind::Fuzz(statement.parse().map_err(e)?),
-        AUDIT_PREDICATE_TYPE => Kind::Audit(statement.parse().map_err(e)?),
+        MODEL_CHECK_PREDICATE_TYPE => Kind::ModelCheck(Box::new(statement.parse().map_err(e)?)),
+        SCENARIO_PREDICATE_TYPE => Kind::Scenario(Box::new(statement.parse().map_err(e)?)),
+        GATES_PREDICATE_TYPE => Kind::Gates(Box::new(statement.parse().map_err(e)?)),
+        FUZZ_PREDICATE_TYPE => Kind::Fuzz(Box::new(statement.parse().map_err(e)?)),
+        AUDIT_PREDICATE_TYPE => Kind::Audit(Box::new(statement.parse().map_err(e)?)),
         other => return Err(format!("no page for predicate type {other:?}")),
     })
 }

@@ -187,7 +187,7 @@ fn render_results(
                 l,
                 GatesTable {
                     stem: l.stem.clone(),
-                    predicate: p.clone(),
+                    predicate: (**p).clone(),
                 },
             )),
             _ => None,
@@ -197,7 +197,7 @@ fn render_results(
         .receipts
         .iter()
         .filter_map(|l| match &l.kind {
-            Kind::Scenario(p) => Some((l, p)),
+            Kind::Scenario(p) => Some((l, &**p)),
             _ => None,
         })
         .collect();
@@ -272,7 +272,7 @@ fn render_results(
                 Kind::Scenario(p) => {
                     let gates_href = has_gates.then(|| GATES_PAGE.to_string());
                     let twin = twin_of(&scenarios, &stem, p);
-                    let predicate = (*p).clone();
+                    let predicate = (**p).clone();
                     let title = format!(
                         "{} — {}",
                         p.scenario.name,
@@ -284,13 +284,13 @@ fn render_results(
                     (title, body)
                 }
                 Kind::Fuzz(p) => {
-                    let predicate = p.clone();
+                    let predicate = (**p).clone();
                     let body =
                         html(move || view! { <FuzzView stem=s predicate=predicate lang=lang/> });
                     (stem.clone(), body)
                 }
                 Kind::ModelCheck(p) => {
-                    let predicate = p.clone();
+                    let predicate = (**p).clone();
                     let body = html(
                         move || view! { <ModelCheckView stem=s predicate=predicate lang=lang/> },
                     );
@@ -301,7 +301,7 @@ fn render_results(
                     (title, body)
                 }
                 Kind::Audit(p) => {
-                    let predicate = p.clone();
+                    let predicate = (**p).clone();
                     let body =
                         html(move || view! { <AuditView stem=s predicate=predicate lang=lang/> });
                     (format!("{stem} — audit"), body)
