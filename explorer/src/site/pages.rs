@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 
 use kvw_evidence::canonical::sha256_hex;
+use kvw_evidence::scenario::ScenarioPredicate;
 use leptos::prelude::*;
 
 use super::document::{render_compare_page, render_replay_page};
@@ -94,20 +95,24 @@ pub fn render_site(
 
     // Probe runs: a replay per language, the entry page, the receipt.
     for (l, shown) in &probes {
-        w.start_receipt(&l.stem);
-        for (lang, narratives) in &narratives {
-            let mut data = page_data(*lang, &l.stem, narratives.clone(), sha256_hex(&l.envelope));
-            let html = render_replay_page(&data, &catalog, (*shown).clone(), wasm);
-            w.put(&receipt_page(*lang, &l.stem), html)?;
-            pages += 1;
-            if *lang == Lang::En && l.stem == default_stem {
-                data.root = "./".to_string();
+        pages += w.for_receipt(&l.stem, |w| {
+            let mut pages = 0;
+            for (lang, narratives) in &narratives {
+                let sha256 = sha256_hex(&l.envelope);
+                let mut data = page_data(*lang, &l.stem, narratives.clone(), sha256);
                 let html = render_replay_page(&data, &catalog, (*shown).clone(), wasm);
-                w.put("index.html", html)?;
+                w.put(&receipt_page(*lang, &l.stem), html)?;
                 pages += 1;
+                if *lang == Lang::En && l.stem == default_stem {
+                    data.root = "./".to_string();
+                    let html = render_replay_page(&data, &catalog, (*shown).clone(), wasm);
+                    w.put("index.html", html)?;
+                    pages += 1;
+                }
             }
-        }
-        w.put(&receipt_file(&l.stem), &l.envelope)?;
+            w.put(&receipt_file(&l.stem), &l.envelope)?;
+            Ok(pages)
+        })?;
     }
 
     // Compare pages: each run against its baseline, and the picker.
@@ -193,7 +198,7 @@ fn render_results(
             _ => None,
         })
         .collect();
-    let scenarios: Vec<(&Loaded, &kvw_evidence::scenario::ScenarioPredicate)> = bundle
+    let scenarios: Vec<(&Loaded, &ScenarioPredicate)> = bundle
         .receipts
         .iter()
         .filter_map(|l| match &l.kind {
@@ -202,8 +207,7 @@ fn render_results(
         })
         .collect();
 
-    if !gates.is_empty() {
-        w.start_receipt(&gates[0].0.stem);
+    if let Some((first, _)) = gates.first() {
         let digests: BTreeSet<(String, String)> = scenarios
             .iter()
             .map(|(l, p)| (l.stem.clone(), p.trace_sha256.clone()))
@@ -216,117 +220,145 @@ fn render_results(
             public_key_json,
             receipts: &receipts,
         };
-        for lang in Lang::ALL {
-            let tables: Vec<GatesTable> = gates.iter().map(|(_, t)| t.clone()).collect();
-            let scenarios = digests.clone();
-            let body =
-                html(move || view! { <GatesView tables=tables scenarios=scenarios lang=lang/> });
-            let title = lang.pick("Acceptance gates", "Gate di accettazione");
-            w.put(
-                &format!("{}/{GATES_PAGE}", lang.code()),
-                page(lang, title, GATES_PAGE, &body, &shows),
-            )?;
-            pages += 1;
-        }
-        for (l, _) in &gates {
-            w.put(&receipt_file(&l.stem), &l.envelope)?;
-        }
+        pages += w.for_receipt(&first.stem, |w| {
+            for lang in Lang::ALL {
+                let tables: Vec<GatesTable> = gates.iter().map(|(_, t)| t.clone()).collect();
+                let scenarios = digests.clone();
+                let body = html(
+                    move || view! { <GatesView tables=tables scenarios=scenarios lang=lang/> },
+                );
+                let title = lang.pick("Acceptance gates", "Gate di accettazione");
+                w.put(
+                    &format!("{}/{GATES_PAGE}", lang.code()),
+                    page(lang, title, GATES_PAGE, &body, &shows),
+                )?;
+            }
+            for (l, _) in &gates {
+                w.put(&receipt_file(&l.stem), &l.envelope)?;
+            }
+            Ok(Lang::ALL.len())
+        })?;
     }
 
     let has_gates = !gates.is_empty();
     for l in &bundle.receipts {
         let stem = l.stem.clone();
-        let (steps, pictures) = match &l.kind {
-            Kind::Probe(_) | Kind::Gates(_) => continue,
-            Kind::Scenario(p) => (p.events.len(), Some(p.pages.len())),
-            Kind::Fuzz(p) => p
-                .counterexample
-                .as_ref()
-                .map_or((0, Some(0)), |c| (c.events.len(), Some(c.pages.len()))),
-            Kind::ModelCheck(p) => (p.counterexample.as_ref().map_or(0, |c| c.steps.len()), None),
-            Kind::Audit(p) => (p.exchanges.len(), None),
-        };
-        if let Some(cut) = truncation_line(steps, pictures) {
-            notes.push(format!("{}: {cut}", receipt_file(&stem)));
+        if matches!(l.kind, Kind::Probe(_) | Kind::Gates(_)) {
+            continue;
         }
-        if let Kind::Scenario(p) = &l.kind {
-            if let Some(u) = &p.scenario.upstream {
-                if crate::links::web_href(&u.url).is_none() {
-                    notes.push(format!(
-                        "{}: its upstream address {:?} is not a plain http(s) URL; shown as text, not linked",
-                        receipt_file(&stem),
-                        u.url
-                    ));
-                }
-            }
-        }
-        w.start_receipt(&stem);
+        notes.extend(notes_on(l));
         let receipts = [(stem.as_str(), l.envelope.as_slice())];
         let shows = Shows {
             public_key_json,
             receipts: &receipts,
         };
-        for lang in Lang::ALL {
-            let s = stem.clone();
-            let (title, body) = match &l.kind {
-                Kind::Scenario(p) => {
-                    let gates_href = has_gates.then(|| GATES_PAGE.to_string());
-                    let twin = twin_of(&scenarios, &stem, p);
-                    let predicate = (**p).clone();
-                    let title = format!(
-                        "{} — {}",
-                        p.scenario.name,
-                        lang.pick("scenario", "scenario")
-                    );
-                    let body = html(
-                        move || view! { <ScenarioView stem=s predicate=predicate lang=lang gates_href=gates_href twin=twin/> },
-                    );
-                    (title, body)
-                }
-                Kind::Fuzz(p) => {
-                    let predicate = (**p).clone();
-                    let body =
-                        html(move || view! { <FuzzView stem=s predicate=predicate lang=lang/> });
-                    (stem.clone(), body)
-                }
-                Kind::ModelCheck(p) => {
-                    let predicate = (**p).clone();
-                    let body = html(
-                        move || view! { <ModelCheckView stem=s predicate=predicate lang=lang/> },
-                    );
-                    let title = format!(
-                        "{stem} — {}",
-                        lang.pick("model check", "verifica del modello")
-                    );
-                    (title, body)
-                }
-                Kind::Audit(p) => {
-                    let predicate = (**p).clone();
-                    let body =
-                        html(move || view! { <AuditView stem=s predicate=predicate lang=lang/> });
-                    (format!("{stem} — audit"), body)
-                }
-                Kind::Probe(_) | Kind::Gates(_) => continue,
-            };
-            let file = format!("{stem}.html");
-            w.put(
-                &receipt_page(lang, &stem),
-                page(lang, &title, &file, &body, &shows),
-            )?;
-            pages += 1;
-        }
-        w.put(&receipt_file(&stem), &l.envelope)?;
+        pages += w.for_receipt(&stem, |w| {
+            let mut pages = 0;
+            for lang in Lang::ALL {
+                let Some((title, body)) = result_body(l, lang, has_gates, &scenarios) else {
+                    continue;
+                };
+                let file = format!("{stem}.html");
+                w.put(
+                    &receipt_page(lang, &stem),
+                    page(lang, &title, &file, &body, &shows),
+                )?;
+                pages += 1;
+            }
+            w.put(&receipt_file(&stem), &l.envelope)?;
+            Ok(pages)
+        })?;
     }
     Ok((pages, notes))
+}
+
+/// What the build tells its reader about the page of receipt `l`: drawn
+/// within the page limits, an address shown as text.
+fn notes_on(l: &Loaded) -> Vec<String> {
+    let file = receipt_file(&l.stem);
+    let mut notes = Vec::new();
+    let (steps, pictures) = match &l.kind {
+        Kind::Probe(_) | Kind::Gates(_) => return notes,
+        Kind::Scenario(p) => (p.events.len(), Some(p.pages.len())),
+        Kind::Fuzz(p) => p
+            .counterexample
+            .as_ref()
+            .map_or((0, Some(0)), |c| (c.events.len(), Some(c.pages.len()))),
+        Kind::ModelCheck(p) => (p.counterexample.as_ref().map_or(0, |c| c.steps.len()), None),
+        Kind::Audit(p) => (p.exchanges.len(), None),
+    };
+    if let Some(cut) = truncation_line(steps, pictures) {
+        notes.push(format!("{file}: {cut}"));
+    }
+    if let Kind::Scenario(p) = &l.kind {
+        if let Some(u) = &p.scenario.upstream {
+            if crate::links::web_href(&u.url).is_none() {
+                notes.push(format!(
+                    "{file}: its upstream address {:?} is not a plain http(s) URL; shown as text, not linked",
+                    u.url
+                ));
+            }
+        }
+    }
+    notes
+}
+
+/// The title and rendered body of the static page of a scenario,
+/// randomized-run, model-check or audit receipt in `lang`; `None` for the
+/// kinds drawn elsewhere.
+fn result_body(
+    l: &Loaded,
+    lang: Lang,
+    has_gates: bool,
+    scenarios: &[(&Loaded, &ScenarioPredicate)],
+) -> Option<(String, String)> {
+    let (s, stem) = (l.stem.clone(), l.stem.as_str());
+    Some(match &l.kind {
+        Kind::Scenario(p) => {
+            let gates_href = has_gates.then(|| GATES_PAGE.to_string());
+            let twin = twin_of(scenarios, stem, p);
+            let predicate = (**p).clone();
+            let title = format!(
+                "{} — {}",
+                p.scenario.name,
+                lang.pick("scenario", "scenario")
+            );
+            let body = html(
+                move || view! { <ScenarioView stem=s predicate=predicate lang=lang gates_href=gates_href twin=twin/> },
+            );
+            (title, body)
+        }
+        Kind::Fuzz(p) => {
+            let predicate = (**p).clone();
+            let body = html(move || view! { <FuzzView stem=s predicate=predicate lang=lang/> });
+            (stem.to_string(), body)
+        }
+        Kind::ModelCheck(p) => {
+            let predicate = (**p).clone();
+            let body =
+                html(move || view! { <ModelCheckView stem=s predicate=predicate lang=lang/> });
+            let title = format!(
+                "{stem} — {}",
+                lang.pick("model check", "verifica del modello")
+            );
+            (title, body)
+        }
+        Kind::Audit(p) => {
+            let predicate = (**p).clone();
+            let body = html(move || view! { <AuditView stem=s predicate=predicate lang=lang/> });
+            (format!("{stem} — audit"), body)
+        }
+        Kind::Probe(_) | Kind::Gates(_) => return None,
+    })
 }
 
 /// The same scenario's receipt under other fixes (the first other one, in
 /// bundle order), to compare with.
 fn twin_of(
-    scenarios: &[(&Loaded, &kvw_evidence::scenario::ScenarioPredicate)],
+    scenarios: &[(&Loaded, &ScenarioPredicate)],
     stem: &str,
-    p: &kvw_evidence::scenario::ScenarioPredicate,
-) -> Option<(String, kvw_evidence::scenario::ScenarioPredicate)> {
+    p: &ScenarioPredicate,
+) -> Option<(String, ScenarioPredicate)> {
     scenarios
         .iter()
         .find(|(l, q)| l.stem != stem && q.scenario.name == p.scenario.name && q.fixes != p.fixes)

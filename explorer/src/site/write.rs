@@ -98,7 +98,7 @@ pub fn stage(out: &Path, found: Target) -> Result<Staged, SiteError> {
 /// Writes the files of one site build, each once.
 pub struct SiteWriter {
     root: PathBuf,
-    /// Bytes written since the last [`SiteWriter::start_receipt`].
+    /// Bytes written within the current [`SiteWriter::for_receipt`].
     receipt_bytes: u64,
     /// The receipt whose pages are being written, for the error.
     receipt: Option<String>,
@@ -118,10 +118,18 @@ impl SiteWriter {
         &self.root
     }
 
-    /// Count what follows against receipt `stem`'s byte budget.
-    pub fn start_receipt(&mut self, stem: &str) {
+    /// Run `write` with what it puts counted against receipt `stem`'s
+    /// byte budget.
+    pub fn for_receipt<T>(
+        &mut self,
+        stem: &str,
+        write: impl FnOnce(&mut SiteWriter) -> Result<T, SiteError>,
+    ) -> Result<T, SiteError> {
         self.receipt = Some(stem.to_string());
         self.receipt_bytes = 0;
+        let result = write(self);
+        self.receipt = None;
+        result
     }
 
     /// Write `rel` (a path inside the site), refusing one already written.
@@ -187,4 +195,32 @@ pub fn copy_wasm(wasm_dir: Option<&Path>, w: &mut SiteWriter) -> Result<bool, Si
         w.put(&format!("pkg/{name}"), bytes)?;
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_written_once_and_a_receipt_within_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SiteWriter::new(dir.path());
+        w.put("en/gates.html", "the gates table").unwrap();
+        let again = w.put("en/gates.html", "a receipt's page").unwrap_err();
+        assert!(matches!(again, SiteError::Collision(ref p) if p == "en/gates.html"));
+        assert_eq!(
+            fs::read_to_string(dir.path().join("en/gates.html")).unwrap(),
+            "the gates table"
+        );
+
+        let chunk = vec![b'x'; (MAX_BYTES_PER_RECEIPT / 2) as usize];
+        let over = w.for_receipt("big", |w| {
+            w.put("en/big.html", &chunk)?;
+            w.put("it/big.html", &chunk)?;
+            w.put("receipts/big.json", b"{}")
+        });
+        assert!(matches!(over, Err(SiteError::TooLarge { ref stem, .. }) if stem == "big"));
+        // Outside a receipt nothing is counted.
+        w.put("style.css", &chunk).unwrap();
+    }
 }
