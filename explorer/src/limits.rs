@@ -15,7 +15,7 @@ use crate::i18n::Lang;
 /// Most steps (events, or a counterexample's steps) one page draws.
 pub const MAX_DRAWN_STEPS: usize = 200;
 /// Most pool pictures one page draws.
-pub const MAX_DRAWN_PICTURES: usize = 24;
+pub const MAX_DRAWN_PICTURES: usize = 12;
 
 /// The note a page carries when it draws fewer than `total_steps` steps, or
 /// fewer than `total_pictures` pool pictures (`None` where each drawn step
