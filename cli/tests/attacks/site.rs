@@ -367,7 +367,7 @@ pub fn audit_receipt(w: &Work) {
         endpoint: "http://127.0.0.1:9/v1".into(),
         auditor_version: "0.1.0".into(),
         reason: "t1 read t0's canary".into(),
-        evidence: json!({ "leaked": ["CANARY-t0-1"] }),
+        evidence: json!({ "leaks": ["CANARY-t0-1"] }),
         exchanges: vec![],
     };
     add_other(w, "audit-isolation.json", &p);
