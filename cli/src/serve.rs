@@ -143,7 +143,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyhow::Result<()> {
     let mut app = match &root {
-        Some(root) => kvw_server::site::router(root.clone()),
+        Some(root) => kvw_server::site::router(root.clone(), kvw_explorer::csp::policy()),
         None => Router::new(),
     };
     let keys = kvw_server::keys::Keys::load(&args.openai.keys, args.openai.keys_file.as_deref())?;

@@ -1,6 +1,6 @@
 //! `kvw serve --dir` answers precompressed twins to clients that accept
-//! them, with cache headers, and keeps `/healthz` and `/api/probe` beside
-//! the site.
+//! them, with cache headers and the site's Content-Security-Policy, and
+//! keeps `/healthz` and `/api/probe` beside the site.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -74,6 +74,12 @@ fn precompressed_twins_and_cache_headers() {
     assert_eq!(body, js.as_bytes());
     let (head, _) = get(port, "/", "");
     assert!(head.contains("cache-control: no-cache"), "{head}");
+    // The policy every page also states in its <meta> element.
+    let policy = kvw_explorer::csp::policy().to_lowercase();
+    assert!(
+        head.contains(&format!("content-security-policy: {policy}\r\n")),
+        "{head}"
+    );
     let (head, body) = get(port, "/healthz", "");
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert_eq!(body, b"ok\n");

@@ -38,6 +38,8 @@ pub mod vocab;
 pub mod bundle;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod fsutil;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod staged;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

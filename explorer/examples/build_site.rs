@@ -16,20 +16,9 @@ fn main() {
     }
     match build_site(&opts) {
         Ok(report) => {
-            println!(
-                "{} pages, {} verified, {} rejected, hydration {}: {}",
-                report.pages,
-                report.verified.len(),
-                report.rejected.len(),
-                if report.wasm {
-                    "on"
-                } else {
-                    "off (no wasm build)"
-                },
-                report.index.display()
-            );
-            for (stem, reason) in &report.rejected {
-                println!("  NOT VERIFIED {stem}: {reason}");
+            println!("{}: {}", report.summary(), report.index.display());
+            for note in &report.notes {
+                println!("  note: {note}");
             }
         }
         Err(e) => {

@@ -22,6 +22,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use kvw_evidence::canonical::sha256_hex;
 
+use crate::components::actions::Actions;
 use crate::components::compare::{CompareApp, ComparePage, ComparePair, COMPARE_PAIR_ID};
 use crate::components::replay::Replay;
 use crate::components::shell::SitePage;
@@ -215,6 +216,14 @@ async fn load(ctx: ReplayCtx, url: String, page: Option<String>) {
     set_flag("data-kvw-loading", false);
 }
 
+/// What the replay's controls do in the browser.
+fn actions() -> Actions {
+    Actions {
+        switch_to: Some(|ctx, stem| switch_to(ctx, stem, true)),
+        set_hash: Some(set_hash),
+    }
+}
+
 /// Show the receipt `stem` of this site in place.
 pub fn switch_to(ctx: ReplayCtx, stem: String, push: bool) {
     let (url, page) = ctx.data.with_value(|d| {
@@ -388,7 +397,7 @@ pub async fn hydrate() {
         Vec::new()
     });
     let app = move || {
-        let ctx = ReplayCtx::provide(data, catalog, shown);
+        let ctx = ReplayCtx::provide_with(data, catalog, shown, false, actions());
         install_navigation(ctx);
         // Runs after hydration, so the first client render matches the static one.
         set_timeout(
@@ -505,7 +514,7 @@ pub async fn mount_to(
     }
     let host = element.clone();
     leptos::mount::mount_to(element.clone(), move || {
-        let ctx = ReplayCtx::provide_with(data, Vec::new(), shown, !sync_url);
+        let ctx = ReplayCtx::provide_with(data, Vec::new(), shown, !sync_url, actions());
         ctx.browser_checked.set(true);
         let keys =
             Closure::<dyn Fn(web_sys::KeyboardEvent)>::new(move |ev: web_sys::KeyboardEvent| {

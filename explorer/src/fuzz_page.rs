@@ -72,6 +72,7 @@ pub fn FuzzView(stem: String, predicate: FuzzPredicate, lang: Lang) -> impl Into
         .iter()
         .map(|c| view! { <li><code>{c.invariant.clone()}</code>": "{c.runs}</li> })
         .collect_view();
+    let receipt_href = format!("../receipts/{stem}.json");
     let case = p.counterexample.map(|c| {
         let at = format!("#step-{}", c.at_event + 1);
         let broke = format!(
@@ -101,7 +102,7 @@ pub fn FuzzView(stem: String, predicate: FuzzPredicate, lang: Lang) -> impl Into
                 <p>{shrunk}</p>
                 {requests_list(&c.run_requests, lang)}
                 <h2>{lang.pick("Events, step by step", "Eventi, passo per passo")}</h2>
-                <EventSteps events=c.events pages=c.pages lang=lang/>
+                <EventSteps events=c.events pages=c.pages receipt_href=receipt_href lang=lang/>
             </section>
         }
     });

@@ -22,6 +22,7 @@ pub mod diverge;
 pub mod fixed;
 pub mod highlight;
 pub mod i18n;
+pub mod limits;
 pub mod links;
 pub mod model;
 pub mod model_check_page;
@@ -31,15 +32,17 @@ pub mod timeline;
 pub mod trust;
 
 #[cfg(feature = "ssr")]
+pub mod audit_page;
+#[cfg(feature = "ssr")]
 pub mod compress;
+#[cfg(feature = "ssr")]
+pub mod csp;
 #[cfg(feature = "ssr")]
 pub mod fuzz_page;
 #[cfg(feature = "ssr")]
 pub mod gates_page;
 #[cfg(feature = "ssr")]
 pub mod markdown;
-#[cfg(feature = "ssr")]
-pub mod results_site;
 #[cfg(feature = "ssr")]
 pub mod sample;
 #[cfg(feature = "ssr")]

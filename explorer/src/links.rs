@@ -1,13 +1,37 @@
-//! Links from a step to the source lines it models.
+//! Links from a page to the web: the source lines a step models, the
+//! upstream test a scenario mirrors.
 //!
 //! Upstream references point at the SGLang commit the public analysis cites,
 //! so a link never drifts as upstream moves; engine references point at the
 //! commit recorded in the receipt, under a configurable repository base.
+//! Every address that comes from a receipt or a flag goes through
+//! [`web_href`] before it becomes an `href`: a plain `http(s)://` URL or no
+//! link at all, so a signed `javascript:` or `data:` address is shown as
+//! text, never followed.
 
 use kvw_evidence::{SourceOrigin, SourceRef, UPSTREAM_COMMIT, UPSTREAM_REPO};
 
 /// Default base of the engine's own repository.
 pub const DEFAULT_ENGINE_SOURCE_BASE: &str = "https://github.com/kvwitness/kvwitness";
+
+/// Longest address turned into a link.
+pub const MAX_HREF: usize = 400;
+
+/// `url` if it is a plain `http://` or `https://` address (a host after the
+/// scheme, no whitespace, control characters, quotes, angle brackets or
+/// backslashes, at most [`MAX_HREF`] bytes); `None` for anything else.
+pub fn web_href(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let plain = !rest.is_empty()
+        && !rest.starts_with('/')
+        && url.len() <= MAX_HREF
+        && !url
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "\"'<>`\\".contains(c));
+    plain.then_some(url)
+}
 
 /// `#L<a>-L<b>`, `#L<a>` or nothing.
 fn line_fragment(source: &SourceRef) -> String {
@@ -43,6 +67,34 @@ pub fn source_label(source: &SourceRef) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_plain_web_addresses_become_links() {
+        for good in [
+            "https://github.com/sgl-project/sglang",
+            "http://x.example/a?b#c",
+        ] {
+            assert_eq!(web_href(good), Some(good));
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "JAVASCRIPT:alert(1)",
+            " https://x.example",
+            "https://",
+            "https:///x",
+            "//x.example",
+            "data:text/html,<script>",
+            "vbscript:msgbox",
+            "https://x.example/\" onmouseover=\"alert(1)",
+            "https://x.example/\u{1b}[2J",
+        ] {
+            assert_eq!(web_href(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            web_href(&format!("https://x.example/{}", "a".repeat(MAX_HREF))),
+            None
+        );
+    }
 
     #[test]
     fn upstream_links_are_pinned() {

@@ -17,6 +17,7 @@ use kvw_evidence::model_check::{ModelCheckPredicate, PageSnapshot, PathStep, Vio
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
+use crate::limits::{truncation_note, MAX_DRAWN_STEPS};
 
 /// A stable hue per request (`r0`, `r1`, ...), so a reader can follow an owner.
 fn owner_hue(rid: &str) -> u32 {
@@ -305,6 +306,7 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
             view! { <li data-status=status><code>{r.name.clone()}</code>": "{word}</li> }
         })
         .collect_view();
+    let receipt_href = format!("../receipts/{stem}.json");
     let path = p.counterexample.map(|cx| {
         // Before the first step the pool is as the checker started it: the
         // first snapshot's writers (a first step writes no page), nobody
@@ -328,9 +330,11 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
             String,
             kvw_evidence::model_check::ReqSnapshot,
         > = Default::default();
+        let note = truncation_note(cx.steps.len(), None, &receipt_href, lang);
         let steps = cx
             .steps
             .into_iter()
+            .take(MAX_DRAWN_STEPS)
             .map(|s| {
                 let changes = page_changes(&before, &s.decode_pages, lang);
                 before = s.decode_pages.clone();
@@ -350,6 +354,7 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
         view! {
             <section class="mc-path" aria-labelledby="mc-path-title">
                 <h2 id="mc-path-title">{lang.pick("Shortest counterexample", "Controesempio più breve")}" — "<code>{cx.property.clone()}</code></h2>
+                {note}
                 <ol class="mc-steps">{steps}</ol>
                 <section class="mc-violation" id="violation">
                     <h2>{format!("{} {}", lang.pick("Violated:", "Violata:"), cx.property)}</h2>
@@ -367,92 +372,4 @@ pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) 
             {path}
         </article>
     }
-}
-
-/// A complete static page for a model-check receipt (no scripts: the path
-/// is a list to read, with nothing to hydrate), in the shell of the other
-/// static pages ([`crate::results_site::page`]).
-#[cfg(feature = "ssr")]
-pub fn render_model_check_page(
-    lang: Lang,
-    stem: &str,
-    predicate: ModelCheckPredicate,
-    shows: &crate::results_site::Shows<'_>,
-) -> String {
-    let stem_owned = stem.to_string();
-    let body = Owner::new().with(|| {
-        view! { <ModelCheckView stem=stem_owned predicate=predicate lang=lang/> }.to_html()
-    });
-    let title = format!(
-        "{stem} — {}",
-        lang.pick("model check", "verifica del modello")
-    );
-    crate::results_site::page(lang, &title, &format!("{stem}.html"), &body, shows)
-}
-
-/// A model-check receipt of a bundle, verified.
-#[cfg(feature = "ssr")]
-#[derive(Debug, Clone)]
-pub struct LoadedModelCheck {
-    pub stem: String,
-    /// The envelope as stored.
-    pub envelope: String,
-    pub predicate: ModelCheckPredicate,
-}
-
-/// The model-check receipt stored as `receipts/<stem>.json`, if the
-/// envelope is one that verifies with the bundle key under that name;
-/// `None` for every other receipt (probe receipts take their own path).
-#[cfg(feature = "ssr")]
-pub fn load_model_check(
-    stem: &str,
-    envelope: &str,
-    public_key_json: &str,
-) -> Option<LoadedModelCheck> {
-    use kvw_evidence::keys::PublicKey;
-    use kvw_evidence::model_check::MODEL_CHECK_PREDICATE_TYPE;
-    let key = PublicKey::from_json(public_key_json.as_bytes()).ok()?;
-    let statement = kvw_evidence::receipt::verify_statement(envelope.as_bytes(), &key).ok()?;
-    if statement.predicate_type != MODEL_CHECK_PREDICATE_TYPE
-        || statement.name != format!("{stem}.json")
-    {
-        return None;
-    }
-    Some(LoadedModelCheck {
-        stem: stem.to_string(),
-        envelope: envelope.to_string(),
-        predicate: statement.parse().ok()?,
-    })
-}
-
-/// Write one page per language for each model-check receipt, and the
-/// receipt itself; returns the number of pages written.
-#[cfg(feature = "ssr")]
-pub fn write_model_check_pages(
-    checks: &[LoadedModelCheck],
-    out: &std::path::Path,
-    public_key_json: &str,
-    write: impl Fn(&std::path::Path, String) -> Result<(), crate::site::SiteError>,
-) -> Result<usize, crate::site::SiteError> {
-    let mut pages = 0;
-    for c in checks {
-        let receipts = [(c.stem.as_str(), c.envelope.as_bytes())];
-        let shows = crate::results_site::Shows {
-            public_key_json,
-            receipts: &receipts,
-        };
-        for lang in Lang::ALL {
-            let path = out.join(lang.code()).join(format!("{}.html", c.stem));
-            write(
-                &path,
-                render_model_check_page(lang, &c.stem, c.predicate.clone(), &shows),
-            )?;
-            pages += 1;
-        }
-        write(
-            &out.join("receipts").join(format!("{}.json", c.stem)),
-            c.envelope.clone(),
-        )?;
-    }
-    Ok(pages)
 }

@@ -25,6 +25,7 @@ use leptos::prelude::*;
 
 use crate::components::pool::PoolView;
 use crate::i18n::Lang;
+use crate::limits::{truncation_note, MAX_DRAWN_PICTURES, MAX_DRAWN_STEPS};
 
 /// A status in the reader's language.
 pub fn status_text(s: ScenarioStatus, lang: Lang) -> &'static str {
@@ -185,23 +186,33 @@ pub fn event_fields(event: &Event) -> (String, Vec<(String, String)>) {
     (kind, fields)
 }
 
+/// A step's pool picture, as the page draws it.
+#[derive(Clone)]
+enum Picture {
+    /// The pools after this step.
+    Drawn(PageView),
+    /// The receipt pictures this step, past the page's limit.
+    NotDrawn,
+    /// No picture of this step: the one of step `n` still holds.
+    HeldFrom(usize),
+    /// No picture yet.
+    None,
+}
+
 #[component]
-fn ScenarioStep(
-    n: usize,
-    event: Event,
-    picture: Option<PageView>,
-    /// The step whose picture still holds, when this one has none.
-    held_from: Option<usize>,
-    lang: Lang,
-) -> impl IntoView {
+fn ScenarioStep(n: usize, event: Event, picture: Picture, lang: Lang) -> impl IntoView {
     let id = format!("step-{n}");
     let href = format!("#{id}");
     let (kind, fields) = event_fields(&event);
     let head = format!("{n}. {} µs — {} — {kind}", event.at_us, event.rid);
     let line = kvw_evidence::render::event_line(&event, lang.render());
-    let grid = match (picture, held_from) {
-        (Some(view), _) => view! { <PoolView view=view lang=lang/> }.into_any(),
-        (None, Some(from)) => {
+    let grid = match picture {
+        Picture::Drawn(view) => view! { <PoolView view=view lang=lang/> }.into_any(),
+        Picture::NotDrawn => view! {
+            <p class="sc-held">{lang.pick("Pool picture not drawn here (page limit); the receipt holds it", "Immagine del pool non disegnata qui (limite della pagina); la ricevuta la contiene")}</p>
+        }
+        .into_any(),
+        Picture::HeldFrom(from) => {
             let link = format!("#step-{from}");
             view! {
                 <p class="sc-held">
@@ -211,7 +222,7 @@ fn ScenarioStep(
             }
             .into_any()
         }
-        (None, None) => view! {
+        Picture::None => view! {
             <p class="sc-held">{lang.pick("No pages reserved yet", "Nessuna pagina ancora riservata")}</p>
         }
         .into_any(),
@@ -229,28 +240,44 @@ fn ScenarioStep(
 }
 
 /// Typed events as numbered steps (`#step-N`), each with the page grid
-/// where the receipt pictures the pools after it.
+/// where the receipt pictures the pools after it, within the page's limits
+/// ([`crate::limits`]; `receipt_href` is linked from the note when they cut
+/// the list short).
 #[component]
-pub fn EventSteps(events: Vec<Event>, pages: Vec<EventPages>, lang: Lang) -> impl IntoView {
-    let pictures: BTreeMap<usize, PageView> = pages
+pub fn EventSteps(
+    events: Vec<Event>,
+    pages: Vec<EventPages>,
+    receipt_href: String,
+    lang: Lang,
+) -> impl IntoView {
+    let note = truncation_note(events.len(), Some(pages.len()), &receipt_href, lang);
+    let mut pictures: BTreeMap<usize, PageView> = pages
         .into_iter()
         .map(|e| (e.event as usize, e.view))
         .collect();
-    let mut held = None;
+    let (mut held, mut drawn) = (None, 0);
     let steps = events
         .into_iter()
+        .take(MAX_DRAWN_STEPS)
         .enumerate()
         .map(|(i, event)| {
             let n = i + 1;
-            let picture = pictures.get(&i).cloned();
-            let held_from = held;
-            if picture.is_some() {
-                held = Some(n);
-            }
-            view! { <ScenarioStep n=n event=event picture=picture held_from=held_from lang=lang/> }
+            let picture = match pictures.remove(&i) {
+                Some(view) if drawn < MAX_DRAWN_PICTURES => {
+                    drawn += 1;
+                    held = Some(n);
+                    Picture::Drawn(view)
+                }
+                Some(_) => {
+                    held = None;
+                    Picture::NotDrawn
+                }
+                None => held.map_or(Picture::None, Picture::HeldFrom),
+            };
+            view! { <ScenarioStep n=n event=event picture=picture lang=lang/> }
         })
         .collect_view();
-    view! { <ol class="sc-steps">{steps}</ol> }
+    view! { {note}<ol class="sc-steps">{steps}</ol> }
 }
 
 /// The requests of a run, one line each.
@@ -300,8 +327,14 @@ pub fn ScenarioView(
             u.test,
             u.subtest.map(|s| format!(" [{s}]")).unwrap_or_default()
         );
+        // Only a plain http(s) address becomes a link; anything else is
+        // shown as the text it is.
+        let link = match crate::links::web_href(&u.url) {
+            Some(href) => view! { <a href=href.to_string()>{text}</a> }.into_any(),
+            None => view! { {text}" (" <code class="sc-unlinked">{u.url.clone()}</code> ")" }.into_any(),
+        };
         view! {
-            <p class="sc-upstream">{lang.pick("Mirrors the upstream test ", "Rispecchia il test upstream ")}<a href=u.url>{text}</a></p>
+            <p class="sc-upstream">{lang.pick("Mirrors the upstream test ", "Rispecchia il test upstream ")}{link}</p>
         }
     });
     let guard = guard_view(&info.guard_fixes, info.guard_rule, lang);
@@ -334,7 +367,9 @@ pub fn ScenarioView(
         ),
     ];
     let requests = requests_list(&p.requests, lang);
-    let steps = view! { <EventSteps events=p.events pages=p.pages lang=lang/> };
+    let receipt_href = format!("../receipts/{stem}.json");
+    let steps =
+        view! { <EventSteps events=p.events pages=p.pages receipt_href=receipt_href lang=lang/> };
     let status = status_text(p.status, lang);
     let slug = status_slug(p.status);
     let back = gates_href.map(|href| {

@@ -6,6 +6,8 @@
 use std::fs;
 use std::path::Path;
 
+mod support;
+
 use base64::Engine as _;
 use kvw_evidence::keys::PublicKey;
 use kvw_evidence::receipt::verify_receipt;
@@ -32,7 +34,7 @@ fn every_step_state_and_response_is_in_the_static_html() {
     let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
     write_sample_bundle(&bundle).unwrap();
     let report = build(&bundle, &out);
-    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    assert!(report.notes.is_empty(), "{:?}", report.notes);
     let key = PublicKey::load(bundle.join("kvw.pub.json")).unwrap();
 
     for stem in &report.verified {
@@ -310,4 +312,104 @@ fn each_language_loads_its_own_browser_build() {
     let err = build_site(&opts).unwrap_err();
     assert!(matches!(err, SiteError::NoWasm(_)), "{err}");
     assert!(!out.exists(), "nothing written");
+}
+
+/// Every page of a site carries the Content-Security-Policy first in its
+/// `<head>`, and every inline script and style of every page is one the
+/// policy admits by hash: a site with every page kind (replays, index,
+/// compare pages, receipts indexes, model check, randomized runs, audit,
+/// embed example) and the browser build.
+#[test]
+fn every_page_carries_the_policy_and_admits_its_inline_code() {
+    use kvw_evidence::bundle::write_bundle_with_others;
+    use kvw_evidence::keys::Signer;
+    use kvw_explorer::csp::{policy, source_hash};
+    use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
+    use kvw_explorer::site::{WASM_BIN, WASM_JS};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (bundle, wasm, out) = (
+        tmp.path().join("bundle"),
+        tmp.path().join("pkg"),
+        tmp.path().join("site"),
+    );
+    let signer = Signer::from_seed(&SAMPLE_SEED);
+    let (name, envelope, _) = support::model_check_receipt(&[], "model-check-none-1", &signer);
+    let audit = kvw_evidence::audit::AuditPredicate {
+        gate: "status".into(),
+        result: kvw_evidence::audit::GateResult::Pass,
+        endpoint: "http://127.0.0.1:9/v1".into(),
+        auditor_version: "0.1.0".into(),
+        reason: "an over-long prompt was answered 400".into(),
+        evidence: serde_json::json!({ "status": 400 }),
+        exchanges: vec![],
+    };
+    let audit = (
+        "audit-status.json".to_string(),
+        kvw_evidence::receipt::sign_statement("audit-status.json", &audit, &signer).unwrap(),
+    );
+    let others = vec![(name, envelope), support::fuzz_receipt(&signer), audit];
+    write_bundle_with_others(&bundle, sample_receipts(&signer).unwrap(), others, &signer).unwrap();
+    fs::create_dir_all(wasm.join("it")).unwrap();
+    for dir in [wasm.clone(), wasm.join("it")] {
+        fs::write(dir.join(WASM_JS), "//").unwrap();
+        fs::write(dir.join(WASM_BIN), "").unwrap();
+    }
+    let mut opts = SiteOptions::new(&bundle, &out);
+    opts.wasm_dir = Some(wasm);
+    let report = build_site(&opts).expect("site builds");
+    assert!(report.kinds.contains(&("audit", 1)), "{:?}", report.kinds);
+
+    let meta = format!(
+        "<meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">",
+        policy()
+    );
+    let mut pages = 0;
+    let mut inline = 0;
+    let mut stack = vec![out.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "html") {
+                continue;
+            }
+            let html = fs::read_to_string(&path).unwrap();
+            pages += 1;
+            let head_start = html.find("<head>").unwrap() + "<head>".len();
+            assert!(
+                html[head_start..].trim_start().starts_with(&meta),
+                "{}: the policy does not open <head>",
+                path.display()
+            );
+            for (tag, open) in [("script", "<script"), ("style", "<style")] {
+                for (at, _) in html.match_indices(open) {
+                    let rest = &html[at..];
+                    let open_end = rest.find('>').unwrap();
+                    let attrs = &rest[..open_end];
+                    if attrs.contains(" src=") || attrs.contains("application/json") {
+                        continue;
+                    }
+                    let close = rest.find(&format!("</{tag}>")).unwrap();
+                    let body = &rest[open_end + 1..close];
+                    inline += 1;
+                    assert!(
+                        policy().contains(&source_hash(body)),
+                        "{}: an inline {tag} the policy does not admit: {}",
+                        path.display(),
+                        &body[..body.len().min(80)]
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(pages, report.pages + 1, "every page and the embed example");
+    assert!(inline > pages, "{inline} inline scripts and styles");
+    for lang in ["en", "it"] {
+        let audit = fs::read_to_string(out.join(lang).join("audit-status.html")).unwrap();
+        assert!(audit.contains("data-result=\"pass\""), "{lang}");
+    }
 }

@@ -14,7 +14,9 @@
 //! A file with a precompressed twin (`x.js.br`, `x.js.gz`) is answered with
 //! the twin when the client accepts that encoding; pages are sent with
 //! `Cache-Control: no-cache`, other files with a short max-age. Responses
-//! allow cross-origin GETs so a page elsewhere can embed a replay.
+//! allow cross-origin GETs so a page elsewhere can embed a replay, and carry
+//! the site's Content-Security-Policy (the one its pages also state in a
+//! `<meta>` element; the site builder owns it and the caller passes it in).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,8 +36,9 @@ pub const MAX_TARGET: usize = 2048;
 /// Longest path component (a file name).
 const MAX_COMPONENT: usize = 255;
 
-/// The site folder's router: files of `root` behind the guard.
-pub fn router(root: PathBuf) -> Router {
+/// The site folder's router: files of `root` behind the guard, every
+/// response with `Content-Security-Policy: csp`.
+pub fn router(root: PathBuf, csp: &'static str) -> Router {
     // Read-only and public by nature: let other origins fetch receipts, the
     // key and the wasm, so the embed snippet works from any host page.
     let cors = CorsLayer::new()
@@ -50,6 +53,15 @@ pub fn router(root: PathBuf) -> Router {
                 .precompressed_gzip(),
         )
         .layer(middleware::from_fn_with_state(root.clone(), guard))
+        .layer(middleware::map_response(
+            move |mut response: Response| async move {
+                let policy = HeaderValue::from_static(csp);
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_SECURITY_POLICY, policy);
+                response
+            },
+        ))
         .layer(cors)
 }
 

@@ -41,8 +41,8 @@ pub use index::{BundleIndex, ConfigSummary, IndexEntry, VerdictSummary};
 pub use layout::{read_bundle, BundleFiles};
 pub use others::{OtherEntry, OTHER_PREDICATE_TYPES};
 pub use verify::{
-    check_reproduction, describe, verify_bundle, verify_files, BundleReport, KeySource,
-    ReceiptLine, ReceiptOk, ReproduceFn, ReproduceOtherFn, Rerun, VerifyOptions,
+    check_reproduction, describe, verify_bundle, verify_files, verify_files_keeping, BundleReport,
+    KeySource, ReceiptLine, ReceiptOk, ReproduceFn, ReproduceOtherFn, Rerun, VerifyOptions,
 };
 pub use write::{
     check_target, write_bundle, write_bundle_with_model_checks, write_bundle_with_others,

@@ -226,6 +226,16 @@ pub fn verify_files(
     bundle: &BundleFiles,
     opts: &VerifyOptions<'_>,
 ) -> Result<BundleReport, EvidenceError> {
+    verify_files_keeping(bundle, opts).map(|(report, _)| report)
+}
+
+/// [`verify_files`], also handing back the statement of every receipt that
+/// verified, by bundle path, so a reader that goes on to draw them (the
+/// site builder) checks each signature once, here.
+pub fn verify_files_keeping(
+    bundle: &BundleFiles,
+    opts: &VerifyOptions<'_>,
+) -> Result<(BundleReport, BTreeMap<String, VerifiedStatement>), EvidenceError> {
     let contents = &bundle.files;
 
     // 1. Only the files a bundle holds, receipts under the strict name rule.
@@ -354,6 +364,7 @@ pub fn verify_files(
         }
     }
     let mut lines = Vec::new();
+    let mut statements = BTreeMap::new();
     for (path, bytes) in contents
         .iter()
         .filter(|(p, _)| receipt_name_of(p).is_some())
@@ -362,7 +373,11 @@ pub fn verify_files(
             by_file.remove(path.as_str()),
             by_other.remove(path.as_str()),
         );
-        let result = check_receipt(path, bytes, &key, entries, opts);
+        let mut kept = None;
+        let result = check_receipt(path, bytes, &key, entries, opts, &mut kept);
+        if let (Ok(_), Some(statement)) = (&result, kept) {
+            statements.insert(path.clone(), statement);
+        }
         lines.push(ReceiptLine {
             file: path.clone(),
             result,
@@ -379,13 +394,14 @@ pub fn verify_files(
     }
     lines.sort_by(|a, b| a.file.cmp(&b.file));
 
-    Ok(BundleReport {
+    let report = BundleReport {
         dir: bundle.dir.clone(),
         keyid: key.keyid(),
         key_source,
         files_checked: contents.len(),
         receipts: lines,
-    })
+    };
+    Ok((report, statements))
 }
 
 fn check_receipt(
@@ -394,8 +410,10 @@ fn check_receipt(
     key: &PublicKey,
     (entry, other): (Option<&IndexEntry>, Option<&OtherEntry>),
     opts: &VerifyOptions<'_>,
+    kept: &mut Option<VerifiedStatement>,
 ) -> Result<ReceiptOk, String> {
     let statement = verify_statement(bytes, key).map_err(|e| e.to_string())?;
+    *kept = Some(statement.clone());
     if statement.predicate_type != PREDICATE_TYPE {
         return check_other(path, statement, (entry, other), opts);
     }

@@ -1,7 +1,7 @@
 //! Writing a bundle.
 //!
 //! [`write_bundle`] builds the folder in a temporary sibling and renames it
-//! into place, so a reader never sees half a bundle and a failure leaves
+//! into place ([`crate::staged`]), so a reader never sees half a bundle and a failure leaves
 //! nothing behind. It replaces an older bundle, and refuses any other
 //! non-empty folder; [`check_target`] says so before any work is done.
 
@@ -18,6 +18,7 @@ use crate::error::EvidenceError;
 use crate::keys::{Signer, PUBLIC_KEY_FILE};
 use crate::predicate::{ProbePredicate, PREDICATE_TYPE};
 use crate::receipt::{check_receipt_name, verify_receipt, verify_statement};
+use crate::staged::{Staged, Target};
 
 /// What [`write_bundle`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,13 +148,6 @@ pub fn write_bundle_with_others(
     })
 }
 
-/// What is at the path a bundle is about to be written to.
-enum Existing {
-    Absent,
-    EmptyDir,
-    OldBundle,
-}
-
 /// Check that a bundle may be written at `dir` without writing anything: it
 /// is absent, an empty folder or an older bundle. Callers that do expensive
 /// work before [`write_bundle`] call this first.
@@ -161,10 +155,11 @@ pub fn check_target(dir: &Path) -> Result<(), EvidenceError> {
     inspect_target(dir).map(|_| ())
 }
 
-fn inspect_target(dir: &Path) -> Result<Existing, EvidenceError> {
+/// What is at the path a bundle is about to be written to.
+fn inspect_target(dir: &Path) -> Result<Target, EvidenceError> {
     let meta = match dir.symlink_metadata() {
         Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::Absent),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::Absent),
         Err(e) => return Err(EvidenceError::io("inspect", dir, e)),
     };
     if !meta.is_dir() {
@@ -175,7 +170,7 @@ fn inspect_target(dir: &Path) -> Result<Existing, EvidenceError> {
     }
     let names = list_names(dir)?;
     if names.is_empty() {
-        return Ok(Existing::EmptyDir);
+        return Ok(Target::Empty);
     }
     let known = [
         SUMS_FILE,
@@ -190,7 +185,7 @@ fn inspect_target(dir: &Path) -> Result<Existing, EvidenceError> {
         && names.iter().all(|n| known.contains(&n.as_str()))
         && receipts_dir_is_ours(&dir.join(RECEIPTS_DIR))?;
     if looks_like_bundle {
-        Ok(Existing::OldBundle)
+        Ok(Target::Earlier)
     } else {
         Err(EvidenceError::Bundle(format!(
             "{} is a non-empty folder that is not a bundle; refusing to overwrite it",
@@ -226,69 +221,14 @@ fn receipts_dir_is_ours(receipts: &Path) -> Result<bool, EvidenceError> {
     Ok(true)
 }
 
-/// Removes a temporary folder unless disarmed.
-struct TempDir(Option<PathBuf>);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = std::fs::remove_dir_all(path);
-        }
-    }
-}
-
-fn unique_sibling(parent: &Path, base: &str, tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    parent.join(format!(".{base}.{tag}-{}-{nanos}", std::process::id()))
-}
-
 fn place_atomically(dir: &Path, files: &BTreeMap<String, Vec<u8>>) -> Result<(), EvidenceError> {
-    let existing = inspect_target(dir)?;
-    let base = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| {
-            EvidenceError::Bundle(format!("{} does not name a folder", dir.display()))
-        })?;
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).map_err(|e| EvidenceError::io("create folder", &parent, e))?;
-
-    let tmp_path = unique_sibling(&parent, &base, "partial");
-    std::fs::create_dir(&tmp_path).map_err(|e| EvidenceError::io("create folder", &tmp_path, e))?;
-    let mut tmp = TempDir(Some(tmp_path.clone()));
-    let receipts = tmp_path.join(RECEIPTS_DIR);
+    let staged = Staged::begin(dir, inspect_target(dir)?)?;
+    let receipts = staged.path().join(RECEIPTS_DIR);
     std::fs::create_dir(&receipts).map_err(|e| EvidenceError::io("create folder", &receipts, e))?;
     for (rel, bytes) in files {
-        let path = tmp_path.join(rel);
-        write_new_file(&path, bytes)?;
+        write_new_file(&staged.path().join(rel), bytes)?;
     }
-
-    match existing {
-        Existing::Absent => rename(&tmp_path, dir)?,
-        Existing::EmptyDir => {
-            std::fs::remove_dir(dir).map_err(|e| EvidenceError::io("replace", dir, e))?;
-            rename(&tmp_path, dir)?;
-        }
-        Existing::OldBundle => {
-            let old = unique_sibling(&parent, &base, "old");
-            rename(dir, &old)?;
-            if let Err(e) = rename(&tmp_path, dir) {
-                // Put the old bundle back; the new one is removed by `tmp`.
-                let _ = std::fs::rename(&old, dir);
-                return Err(e);
-            }
-            // The new bundle is in place; a leftover old copy is harmless.
-            let _ = std::fs::remove_dir_all(&old);
-        }
-    }
-    tmp.0 = None;
-    Ok(())
+    staged.commit()
 }
 
 fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), EvidenceError> {
@@ -301,8 +241,4 @@ fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), EvidenceError> {
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| EvidenceError::io("write", path, e))
-}
-
-fn rename(from: &Path, to: &Path) -> Result<(), EvidenceError> {
-    std::fs::rename(from, to).map_err(|e| EvidenceError::io("move a folder into", to, e))
 }

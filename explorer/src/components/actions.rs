@@ -1,27 +1,35 @@
-//! What interactive controls do, per build.
+//! What interactive controls do.
 //!
-//! Components attach the same handlers in both builds; on the native side
-//! they never fire (static HTML has no listeners), and in the browser they
-//! delegate to [`crate::browser`]. Keeping the switch here lets components
-//! stay free of `cfg` attributes.
+//! Components attach the same handlers in both builds and call these; what
+//! a handler does is given by whoever created the replay's context
+//! ([`Actions`] in [`ReplayCtx`]): the browser entry points hand in their
+//! fetch-and-verify switch and address-bar update, the static renderer
+//! hands in nothing (static HTML has no listeners). So the components
+//! never name the browser module, and need no `cfg` attributes.
 
 use super::ReplayCtx;
 
-/// Show the receipt `stem` in place (fetch, verify, swap, update the URL).
-pub fn switch_to(ctx: ReplayCtx, stem: String) {
-    #[cfg(feature = "hydrate")]
-    crate::browser::switch_to(ctx, stem, true);
-    #[cfg(not(feature = "hydrate"))]
-    let _ = (ctx, stem);
+/// The browser's side of the interactive controls; empty when rendering
+/// static pages.
+#[derive(Clone, Copy, Default)]
+pub struct Actions {
+    /// Show another receipt in place (fetch, verify, swap, update the URL).
+    pub switch_to: Option<fn(ReplayCtx, String)>,
+    /// Record the current step in the address bar (`#step-N`).
+    pub set_hash: Option<fn(u8)>,
 }
 
-/// Record the current step in the address bar (`#step-N`), unless the
-/// replay is embedded in a page that did not ask for it.
-pub fn remember_step(ctx: ReplayCtx, n: u8) {
-    #[cfg(feature = "hydrate")]
-    if !ctx.embedded {
-        crate::browser::set_hash(n);
+/// Show the receipt `stem` in place.
+pub fn switch_to(ctx: ReplayCtx, stem: String) {
+    if let Some(switch) = ctx.actions.switch_to {
+        switch(ctx, stem);
     }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = (ctx, n);
+}
+
+/// Record the current step in the address bar, unless the replay is
+/// embedded in a page that did not ask for it.
+pub fn remember_step(ctx: ReplayCtx, n: u8) {
+    if let (Some(set_hash), false) = (ctx.actions.set_hash, ctx.embedded) {
+        set_hash(n);
+    }
 }

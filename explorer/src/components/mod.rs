@@ -41,20 +41,24 @@ pub struct ReplayCtx {
     pub catalog: StoredValue<Vec<CatalogEntry>>,
     /// Mounted inside another site's page: leave its address and keys alone.
     pub embedded: bool,
+    /// What the interactive controls do (nothing when rendered statically).
+    pub actions: actions::Actions,
 }
 
 impl ReplayCtx {
-    /// Create the context and provide it to descendants.
+    /// Create the context of a static page and provide it to descendants.
     pub fn provide(data: PageData, catalog: Vec<CatalogEntry>, shown: Shown) -> ReplayCtx {
-        ReplayCtx::provide_with(data, catalog, shown, false)
+        ReplayCtx::provide_with(data, catalog, shown, false, actions::Actions::default())
     }
 
-    /// [`ReplayCtx::provide`], saying whether the replay is embedded.
+    /// [`ReplayCtx::provide`], saying whether the replay is embedded and
+    /// what its controls do.
     pub fn provide_with(
         data: PageData,
         catalog: Vec<CatalogEntry>,
         shown: Shown,
         embedded: bool,
+        actions: actions::Actions,
     ) -> ReplayCtx {
         let ctx = ReplayCtx {
             current: RwSignal::new(1),
@@ -63,6 +67,7 @@ impl ReplayCtx {
             data: StoredValue::new(data),
             catalog: StoredValue::new(catalog),
             embedded,
+            actions,
         };
         provide_context(ctx);
         ctx

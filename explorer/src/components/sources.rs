@@ -6,7 +6,7 @@ use leptos::either::Either;
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
-use crate::links::{source_label, source_url};
+use crate::links::{source_label, source_url, web_href};
 
 #[component]
 pub fn SourceLinks(
@@ -41,10 +41,15 @@ pub fn SourceLinks(
                     } else {
                         Either::Right(view! { <span lang=english.then_some("en")>{text}</span> })
                     };
+                    let place = view! { <code>{source_label(&s)}</code> };
+                    let place = match web_href(&href) {
+                        Some(href) => Either::Left(view! { <a href=href.to_string()>{place}</a> }),
+                        None => Either::Right(place),
+                    };
                     view! {
                         <li>
                             <span class="origin">{origin}</span>" "
-                            <a href=href><code>{source_label(&s)}</code></a>
+                            {place}
                             " — "{label}
                         </li>
                     }

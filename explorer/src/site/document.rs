@@ -1,0 +1,135 @@
+//! The HTML documents around the rendered components: the replay page and
+//! the compare page (both hydrated when the browser build is present).
+//!
+//! Every document opens its `<head>` with [`head_start`]: the character
+//! set, the Content-Security-Policy ([`crate::csp`]), the viewport, the
+//! title and an empty icon. Text from a receipt reaches the document only
+//! through the Leptos renderer (which escapes it) or as JSON inside a
+//! `<script type="application/json">` with `<` escaped.
+
+use leptos::prelude::*;
+
+use crate::components::compare::{CompareApp, ComparePage, ComparePair, COMPARE_PAIR_ID};
+use crate::components::shell::SitePage;
+use crate::components::ReplayCtx;
+use crate::csp::{boot_script, early_check_script, JS_FLAG};
+use crate::i18n::Lang;
+use crate::model::{page_href, page_title, run_label, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
+
+/// Text escaped for HTML, by the renderer.
+pub fn escape(text: &str) -> String {
+    let text = text.to_string();
+    Owner::new().with(|| view! { {text} }.to_html())
+}
+
+/// JSON safe to place inside a `<script>` element.
+pub fn script_json<T: serde::Serialize>(data: &T) -> String {
+    serde_json::to_string(data)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+}
+
+/// The start of every page's `<head>`: charset, policy, viewport, `title`
+/// (plain text, escaped here) and an empty icon.
+pub fn head_start(title: &str) -> String {
+    format!(
+        "<meta charset=\"utf-8\">\n{}\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<link rel=\"icon\" href=\"data:,\">",
+        crate::csp::meta(),
+        escape(title)
+    )
+}
+
+/// Render the `<body>` content of a replay page.
+pub fn render_replay_body(data: PageData, catalog: Vec<CatalogEntry>, shown: Shown) -> String {
+    Owner::new().with(|| {
+        ReplayCtx::provide(data, catalog, shown);
+        view! { <SitePage/> }.to_html()
+    })
+}
+
+/// A complete replay page.
+pub fn render_replay_page(
+    data: &PageData,
+    catalog: &[CatalogEntry],
+    shown: Shown,
+    hydrate: bool,
+) -> String {
+    let lang = data.lang;
+    let title = page_title(
+        crate::model::entry(catalog, &data.receipt),
+        &data.receipt,
+        lang,
+    );
+    let alternates: String = Lang::ALL
+        .into_iter()
+        .map(|l| {
+            let href = page_href(&data.root, l, &data.receipt);
+            Owner::new()
+                .with(|| view! { <link rel="alternate" hreflang=l.code() href=href/> }.to_html())
+        })
+        .collect();
+    let (early, boot) = if hydrate {
+        (
+            format!("{}\n", early_check_script()),
+            boot_script(&data.root, lang, "hydrate"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let body = render_replay_body(data.clone(), catalog.to_vec(), shown);
+    let flag = if hydrate { JS_FLAG } else { "" };
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n{head}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{early}<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n{alternates}\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
+        lang = lang.code(),
+        head = head_start(&title),
+        root = data.root,
+        json = script_json(data),
+    )
+}
+
+/// A complete compare page: `pair` as verified at build time, redrawn in the
+/// browser from the receipt files (and the picker's choice) when scripts run.
+pub fn render_compare_page(
+    data: &PageData,
+    catalog: &[CatalogEntry],
+    pair: &ComparePair,
+    sides: (Shown, Shown),
+    hydrate: bool,
+) -> String {
+    let (lang, root) = (data.lang, data.root.as_str());
+    let label = |stem: &str| run_label(crate::model::entry(catalog, stem), stem, lang);
+    let title = format!("{} ↔ {} — kvwitness", label(&pair.left), label(&pair.right));
+    let other = Lang::ALL
+        .into_iter()
+        .filter(|l| *l != lang)
+        .map(|l| {
+            let href = format!("{root}{}", super::layout::compare_page(l, &pair.right));
+            Owner::new().with(|| {
+                view! { <a href=href hreflang=l.code() lang=l.code()>{l.endonym()}</a> }.to_html()
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let app = CompareApp {
+        data: data.clone(),
+        catalog: catalog.to_vec(),
+        left: sides.0,
+        right: sides.1,
+        browser_checked: false,
+    };
+    let body = Owner::new().with(|| view! { <ComparePage app=app/> }.to_html());
+    let (flag, boot) = if hydrate {
+        (JS_FLAG, boot_script(root, data.lang, "compare"))
+    } else {
+        ("", String::new())
+    };
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n{head}\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n<script type=\"application/json\" id=\"{COMPARE_PAIR_ID}\">{pair_json}</script>\n{boot}\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{other}</nav></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
+        code = lang.code(),
+        head = head_start(&title),
+        json = script_json(data),
+        pair_json = script_json(pair),
+        skip = lang.pick("Skip to the comparison", "Vai al confronto"),
+        langword = lang.pick("Language", "Lingua"),
+    )
+}
