@@ -211,35 +211,6 @@ pub struct ViolationFact {
     pub status: Option<u16>,
 }
 
-impl ModelCheckPredicate {
-    /// One line: which properties failed, or that all held, and how much was explored.
-    pub fn summary(&self) -> String {
-        let failed: Vec<&str> = self
-            .properties
-            .iter()
-            .filter(|p| p.status == PropertyStatus::Violated)
-            .map(|p| p.name.as_str())
-            .collect();
-        let verdict = if self.all_hold {
-            "every property holds".to_string()
-        } else if failed.is_empty() {
-            "not every property was decided or witnessed".to_string()
-        } else {
-            format!("violated: {}", failed.join(", "))
-        };
-        format!(
-            "{verdict} ({} unique states, depth {}{})",
-            self.exploration.unique_states,
-            self.exploration.max_depth,
-            if self.exploration.complete {
-                ""
-            } else {
-                ", search stopped early"
-            }
-        )
-    }
-}
-
 impl crate::receipt::PredicateKind for ModelCheckPredicate {
     const PREDICATE_TYPE: &'static str = MODEL_CHECK_PREDICATE_TYPE;
     const WHAT: &'static str = "model-check predicate";
