@@ -34,7 +34,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://kvwitness.dev/attestation/probe/v3"
 # The other kinds a bundle carries; those with events carry their digest.
 OTHER_TYPES = {
-    "https://kvwitness.dev/attestation/model-check/v1",
+    "https://kvwitness.dev/attestation/model-check/v2",
     "https://kvwitness.dev/attestation/scenario/v3",
     "https://kvwitness.dev/attestation/gates/v3",
     "https://kvwitness.dev/attestation/fuzz/v2",

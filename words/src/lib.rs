@@ -10,6 +10,7 @@
 //! * [`scenario`]: scenario and gates facts, and each scenario's own words;
 //! * [`source`]: the source lines a step cites;
 //! * [`kinds`]: what a receipt of another kind is and came to;
+//! * [`model_check`]: a model-check step's engine decision;
 //! * [`report`]: the lines `kvw verify` prints (native only).
 //!
 //! Plain string formatting: no I/O, and it builds for wasm32.
@@ -17,6 +18,7 @@
 mod lang;
 
 pub mod kinds;
+pub mod model_check;
 pub mod probe;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod report;

@@ -64,7 +64,7 @@ pub(crate) fn times(n: u32, lang: Lang) -> Said {
 
 /// `n` of a thing: "1 double free", "2 double frees"; same in Italian.
 pub(crate) fn count(n: u64, lang: Lang, en: (&str, &str), it: (&str, &str)) -> Said {
-    let (one, many) = match lang {
+    let (one, many) = match lang.spoken() {
         Lang::En => en,
         Lang::It => it,
     };
@@ -100,7 +100,7 @@ pub(crate) fn event(i: Option<u32>, lang: Lang) -> Said {
 
 /// "freed"; in Italian the participle agrees with the resource's noun.
 pub(crate) fn freed(k: ResourceKind, lang: Lang) -> &'static str {
-    match (lang, k) {
+    match (lang.spoken(), k) {
         (Lang::En, _) => "freed",
         (Lang::It, ResourceKind::HicacheEntry) => "liberata",
         (Lang::It, _) => "liberato",

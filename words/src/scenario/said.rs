@@ -112,10 +112,12 @@ pub(crate) fn fill(template: &str, args: &[(&str, Said)]) -> Said {
     out
 }
 
+/// A sentence from the English or the Italian template, by language (a
+/// one-language build keeps only its own templates, see [`Lang::spoken`]).
 macro_rules! say {
     ($lang:expr, $en:literal, $it:literal $(, $arg:ident = $val:expr)* $(,)?) => {
         $crate::scenario::said::fill(
-            match $lang {
+            match $lang.spoken() {
                 $crate::Lang::En => $en,
                 $crate::Lang::It => $it,
             },

@@ -3,7 +3,7 @@
 use kvw_evidence::judged::{
     AfterReentry, Breach, Expected, GuardRule, Observed, Outcome, StaleWrite, Why, WorkerAnswer,
 };
-use kvw_evidence::predicate::{DoorName, FinishReason, Fix, ResourceKind, Worker};
+use kvw_evidence::predicate::{DoorDecision, DoorName, FinishReason, Fix, ResourceKind, Worker};
 
 use super::*;
 use crate::Lang;
