@@ -2,10 +2,9 @@
 //! committed incident bundle keeps verifying when its README's prose is
 //! rewritten, and is refused when a README row misstates a fact.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kvw_evidence::bundle::{sums, README_FILE, SUMS_FILE};
+use kvw_evidence::bundle::{read_bundle, sums, README_FILE, SUMS_FILE};
 use kvw_evidence::{verify_bundle, BundleReport, EvidenceError, VerifyOptions};
 
 /// The committed bundle, relative to this crate.
@@ -13,31 +12,12 @@ fn committed() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("bundles/incident")
 }
 
-/// Every file of the folder `dir`, by path relative to it.
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        for entry in std::fs::read_dir(dir.join(&rel)).unwrap() {
-            let entry = entry.unwrap();
-            let rel = rel.join(entry.file_name());
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(rel);
-            } else {
-                let bytes = std::fs::read(dir.join(&rel)).unwrap();
-                out.insert(rel.to_string_lossy().into_owned(), bytes);
-            }
-        }
-    }
-    out
-}
-
 /// A copy of the committed bundle whose README is `edit(README)`, with
 /// `SHA256SUMS` (unsigned) sealed over the new README.
 fn with_readme(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("bundle");
-    let mut all = files(&committed());
+    let mut all = read_bundle(&committed()).unwrap().files;
     let readme = String::from_utf8(all[README_FILE].clone()).unwrap();
     all.insert(README_FILE.into(), edit(&readme).into_bytes());
     all.remove(SUMS_FILE);
