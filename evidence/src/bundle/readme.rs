@@ -159,31 +159,66 @@ fn cells(line: &str) -> Option<Vec<String>> {
     Some(out.into_iter().map(|c| c.trim().to_string()).collect())
 }
 
-/// What a receipt row states, read back into typed values.
-fn read_receipt_row(
-    cells: &[String],
-) -> Result<(Scale, Vec<Fix>, PoisonMode, u16, Outcome, u64), String> {
-    let [_, scale, fixes, poison, http, outcome, foreign] = cells else {
-        return Err(format!("{} cells, expected 7", cells.len()));
-    };
-    let fixes = match fixes.as_str() {
-        "none" => Vec::new(),
-        list => list
-            .split(',')
-            .map(|f| Fix::from_str(f.trim()).map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()?,
-    };
-    let number = |what: &str, s: &str| format!("{what} {s:?} is not a number");
-    Ok((
-        Scale::from_str(scale).map_err(|e| e.to_string())?,
-        fixes,
-        PoisonMode::from_str(poison).map_err(|e| e.to_string())?,
-        http.parse().map_err(|_| number("HTTP status", http))?,
-        Outcome::from_str(outcome).map_err(|e| e.to_string())?,
-        foreign
-            .parse()
-            .map_err(|_| number("foreign page count", foreign))?,
-    ))
+/// The facts a receipt row states.
+#[derive(Debug, PartialEq, Eq)]
+struct RowFacts {
+    scale: Scale,
+    fixes: Vec<Fix>,
+    poison_on_free: PoisonMode,
+    http_status: u16,
+    outcome: Outcome,
+    foreign_pages_read: u64,
+}
+
+impl RowFacts {
+    fn of(e: &IndexEntry) -> RowFacts {
+        RowFacts {
+            scale: e.scale,
+            fixes: e.fixes.clone(),
+            poison_on_free: e.poison_on_free,
+            http_status: e.verdict.http_status,
+            outcome: e.verdict.outcome,
+            foreign_pages_read: e.verdict.foreign_pages_read,
+        }
+    }
+
+    /// What a receipt row states, read back into typed values.
+    fn read(cells: &[String]) -> Result<RowFacts, String> {
+        let [_, scale, fixes, poison, http, outcome, foreign] = cells else {
+            return Err(format!("{} cells, expected 7", cells.len()));
+        };
+        let fixes = match fixes.as_str() {
+            "none" => Vec::new(),
+            list => list
+                .split(',')
+                .map(|f| Fix::from_str(f.trim()).map_err(|e| e.to_string()))
+                .collect::<Result<_, _>>()?,
+        };
+        let number = |what: &str, s: &str| format!("{what} {s:?} is not a number");
+        Ok(RowFacts {
+            scale: Scale::from_str(scale).map_err(|e| e.to_string())?,
+            fixes,
+            poison_on_free: PoisonMode::from_str(poison).map_err(|e| e.to_string())?,
+            http_status: http.parse().map_err(|_| number("HTTP status", http))?,
+            outcome: Outcome::from_str(outcome).map_err(|e| e.to_string())?,
+            foreign_pages_read: foreign
+                .parse()
+                .map_err(|_| number("foreign page count", foreign))?,
+        })
+    }
+
+    /// The facts in a few words, for an error line.
+    fn words(&self) -> String {
+        format!(
+            "scale {}, fixes {}, poison-on-free {}, HTTP {}, outcome {}, {} foreign page(s)",
+            self.scale,
+            fixes_cell(&self.fixes),
+            self.poison_on_free,
+            self.http_status,
+            self.outcome,
+            self.foreign_pages_read
+        )
+    }
 }
 
 /// Check that the README states what the index says: every table row
@@ -211,20 +246,13 @@ pub fn check_readme(text: &str, index: &BundleIndex) -> Result<(), String> {
         let wrong = |why: String| format!("the row of {file} {why}");
         if let Some(e) = probes.remove(file) {
             let stated =
-                read_receipt_row(&cells).map_err(|e| wrong(format!("does not read: {e}")))?;
-            let facts = (
-                e.scale,
-                e.fixes.clone(),
-                e.poison_on_free,
-                e.verdict.http_status,
-                e.verdict.outcome,
-                e.verdict.foreign_pages_read,
-            );
+                RowFacts::read(&cells).map_err(|e| wrong(format!("does not read: {e}")))?;
+            let facts = RowFacts::of(e);
             if stated != facts {
                 return Err(wrong(format!(
                     "states {}, the index says {}",
-                    receipt_row_facts(&stated),
-                    receipt_row_facts(&facts)
+                    stated.words(),
+                    facts.words()
                 )));
             }
         } else if let Some(o) = others.remove(file) {
@@ -248,19 +276,6 @@ pub fn check_readme(text: &str, index: &BundleIndex) -> Result<(), String> {
         Some(file) => Err(format!("no row for {file}")),
         None => Ok(()),
     }
-}
-
-/// A receipt row's facts in a few words, for an error line.
-fn receipt_row_facts(f: &(Scale, Vec<Fix>, PoisonMode, u16, Outcome, u64)) -> String {
-    format!(
-        "scale {}, fixes {}, poison-on-free {}, HTTP {}, outcome {}, {} foreign page(s)",
-        f.0,
-        fixes_cell(&f.1),
-        f.2,
-        f.3,
-        f.4,
-        f.5
-    )
 }
 
 #[cfg(test)]
