@@ -8,16 +8,50 @@
 use kvw_engine::policy::{self, ResultAction};
 use kvw_engine::req::FinishReason;
 use kvw_evidence::model_check::{
-    CheckerInfo, Counterexample, Exploration, ModelBounds, ModelCheckPredicate, PageSnapshot,
-    PathStep, PropertyResult, ReqSnapshot, ViolationFact,
+    CheckerInfo, Counterexample, DoorVerdict, Exploration, Handoff, ModelBounds,
+    ModelCheckPredicate, ModelDecision, PageSnapshot, PathStep, PropertyResult, ReqSnapshot,
+    ResultStep, ViolationFact,
 };
 use kvw_evidence::EngineInfo;
 
 use crate::model::{Action, DStage, PStage, PdModel, Rid, State, Violation, Writer, PAGE_SIZE};
 use crate::{CheckReport, Strategy, STATERIGHT_VERSION};
 
-fn reason(r: &FinishReason) -> String {
-    r.to_string()
+fn reason(r: &FinishReason) -> kvw_evidence::FinishReason {
+    r.signed()
+}
+
+fn verdict(d: policy::Door) -> DoorVerdict {
+    match d {
+        policy::Door::Admit => DoorVerdict::Admit,
+        policy::Door::Retire => DoorVerdict::Retire,
+        policy::Door::DropFinished => DoorVerdict::DropFinished,
+    }
+}
+
+fn result_step(a: ResultAction) -> ResultStep {
+    match a {
+        ResultAction::SendChunk => ResultStep::SendChunk,
+        ResultAction::SendLastChunk => ResultStep::SendLastChunk,
+        ResultAction::Retire => ResultStep::Retire,
+    }
+}
+
+fn handoff(d: policy::HandoffDecision) -> ModelDecision {
+    let handoff = match d {
+        policy::HandoffDecision::Wait => Handoff::Wait,
+        policy::HandoffDecision::Admit => Handoff::Admit,
+        policy::HandoffDecision::Abort {
+            status,
+            message,
+            transfer_failure,
+        } => Handoff::Abort {
+            status,
+            message,
+            transfer_failure,
+        },
+    };
+    ModelDecision::HandoffDoor { handoff }
 }
 
 fn writer_name(m: &PdModel, w: Option<Writer>) -> Option<String> {
@@ -80,46 +114,45 @@ fn pages(m: &PdModel, s: &State) -> Vec<PageSnapshot> {
         .collect()
 }
 
-/// The engine decision an action took in `before`, rendered.
-fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<String> {
+/// The engine decision an action took in `before`.
+fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<ModelDecision> {
     let r = a.req();
     match a {
         Action::PrefillRecv(_) if before.reqs[r as usize].pstage == PStage::None => {
             let req = after.reqs[r as usize].preq.as_deref()?;
             Some(match after.reqs[r as usize].pstage {
-                PStage::Done => "entry_door: Retire".into(),
-                _ => format!("entry_door: Admit (finished() = {})", req.finished()),
+                PStage::Done => ModelDecision::EntryDoor {
+                    door: DoorVerdict::Retire,
+                    finished: None,
+                },
+                _ => ModelDecision::EntryDoor {
+                    door: DoorVerdict::Admit,
+                    finished: Some(req.finished()),
+                },
             })
         }
         Action::PrefillForward(_) => {
             let req = before.reqs[r as usize].preq.as_deref()?;
             let door = (m.prefill_door)(req);
             let action = policy::prefill_result_action(req, true, m.config.fixes);
-            Some(match (door, action) {
-                (policy::Door::Admit, ResultAction::Retire) => {
-                    "prefill_admission_door: Admit; prefill_result_action: Retire".into()
-                }
-                (policy::Door::Admit, a) => format!(
-                    "prefill_admission_door: Admit (finished() = {}); prefill_result_action: {a:?}",
-                    req.finished()
-                ),
-                (d, _) => format!("prefill_admission_door: {d:?}"),
+            Some(ModelDecision::PrefillForward {
+                door: verdict(door),
+                finished: req.finished(),
+                result: (door == policy::Door::Admit).then(|| result_step(action)),
             })
         }
-        Action::DecodePoll(_) => m
-            .handoff(before, r, false)
-            .map(|d| format!("handoff_door: {d:?}")),
-        Action::DecodeTimeout(_) => m
-            .handoff(before, r, true)
-            .map(|d| format!("handoff_door: {d:?}")),
+        Action::DecodePoll(_) => m.handoff(before, r, false).map(handoff),
+        Action::DecodeTimeout(_) => m.handoff(before, r, true).map(handoff),
         Action::DecodePrealloc(_) => {
             let req = before.reqs[r as usize].dreq.as_deref()?;
-            Some(format!(
-                "entry_door: {:?}",
-                policy::entry_door(req, m.config.fixes)
-            ))
+            Some(ModelDecision::EntryDoor {
+                door: verdict(policy::entry_door(req, m.config.fixes)),
+                finished: None,
+            })
         }
-        Action::Land(w) if before.reqs[w.req as usize].room.closed => Some("late write".into()),
+        Action::Land(w) if before.reqs[w.req as usize].room.closed => {
+            Some(ModelDecision::LateWrite)
+        }
         _ => None,
     }
 }

@@ -168,8 +168,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
                 step.action,
                 step.rid,
                 step.decision
-                    .as_deref()
-                    .map(|d| format!(": {d}"))
+                    .as_ref()
+                    .map(|d| format!(": {}", kvw_words::model_check::decision(d)))
                     .unwrap_or_default()
             )?;
         }

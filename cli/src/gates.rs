@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use clap::Args;
 use kvw_engine::scenarios::{receipts, Status};
-use kvw_evidence::render::Lang;
-use kvw_evidence::scenario_render as words;
+use kvw_words::scenario as words;
+use kvw_words::Lang;
 
 use crate::check::FixArg;
 

@@ -4,10 +4,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use kvw_evidence::render::{self, Lang};
 use kvw_evidence::{
     ChecksumScope, FreeListPolicy, PageTail, PoisonMode, ProbePredicate, Scale, Signer,
 };
+use kvw_words::probe::{self as words, Lang};
 
 use kvw_engine::config::{incident_config, parse_fixes, validate, with_prefill_pool, DEFAULT_SEED};
 use kvw_engine::probe;
@@ -197,14 +197,14 @@ pub fn account(p: &ProbePredicate, lang: Lang) -> String {
         s += &format!(
             "{}. {} [{}]\n",
             step.step,
-            render::step_name(step.step, lang),
-            render::provenance_label(render::step_provenance(step), lang)
+            words::step_name(step.step, lang),
+            words::provenance_label(words::step_provenance(step), lang)
         );
         for f in &step.facts {
             s += &format!(
                 "   {} ({}: {})\n",
-                render::claim(&f.claim, lang),
-                render::provenance_label(f.provenance, lang),
+                words::claim(&f.claim, lang),
+                words::provenance_label(f.provenance, lang),
                 f.basis
             );
         }
@@ -215,7 +215,7 @@ pub fn account(p: &ProbePredicate, lang: Lang) -> String {
         text = text.replace(c, &format!(">>>{c}<<<"));
     }
     s += &format!("\nHTTP {} · response: {text:?}\n", v.http_status);
-    s += &format!("verdict: {}\n", render::outcome_line(p, lang));
+    s += &format!("verdict: {}\n", words::outcome_line(p, lang));
     if !p.assumptions.is_empty() {
         s += &format!(
             "{}\n",
@@ -224,7 +224,7 @@ pub fn account(p: &ProbePredicate, lang: Lang) -> String {
         for a in &p.assumptions {
             s += &format!(
                 "  - {} [{}]\n",
-                render::assumption_text(a.id, lang),
+                words::assumption_text(a.id, lang),
                 a.alternative
             );
         }

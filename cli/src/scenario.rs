@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use kvw_engine::scenarios::{self, receipts, Status};
-use kvw_evidence::render::{event_line, Lang};
-use kvw_evidence::scenario_render::{self as words, scenario_text};
+use kvw_words::probe::{event_line, Lang};
+use kvw_words::scenario::{self as words, scenario_text};
 use serde_json::json;
 
 use crate::check::FixArg;

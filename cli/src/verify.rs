@@ -17,7 +17,8 @@ use anyhow::{anyhow, bail};
 use crate::budget::ReproduceBudget;
 use crate::out::clean;
 use kvw_evidence::bundle::{
-    check_reproduction, describe, BundleReport, ReceiptLine, ReceiptOk, RECEIPTS_DIR,
+    check_reproduction, BundleReport, IndexEntry, ReceiptFacts, ReceiptLine, ReceiptOk,
+    RECEIPTS_DIR,
 };
 use kvw_evidence::keys::PUBLIC_KEY_FILE;
 use kvw_evidence::kinds;
@@ -119,7 +120,7 @@ fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
 pub fn print_report(report: &BundleReport) -> anyhow::Result<()> {
     outln!("{}", clean(&report.key_line()))?;
     for line in &report.receipts {
-        outln!("{}", clean(&line.to_string()))?;
+        outln!("{}", clean(&kvw_words::report::line(line)))?;
     }
     outln!("{}", clean(&report.summary()))
 }
@@ -185,7 +186,7 @@ fn verify_single(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
         file: shown.clone(),
         result,
     };
-    outln!("{}", clean(&line.to_string()))?;
+    outln!("{}", clean(&kvw_words::report::line(&line)))?;
     if failed {
         bail!("receipt {shown} failed verification");
     }
@@ -217,15 +218,14 @@ fn check_single(
         ));
     }
     if statement.predicate_type != PREDICATE_TYPE {
-        let (label, outcome) = kinds::describe(&statement)?;
+        let facts = kinds::describe(&statement)?;
         let rerun = match reproduce {
             Some(budget) => Some(crate::verify_results::reproduce(&statement, budget)?),
             None => None,
         };
         return Ok(ReceiptOk {
             name: statement.name,
-            label,
-            outcome,
+            facts: ReceiptFacts::Other(facts),
             reproduced: false,
             not_rerun: None,
         }
@@ -237,11 +237,7 @@ fn check_single(
     }
     Ok(ReceiptOk {
         name: verified.name.clone(),
-        label: describe(&verified.predicate),
-        outcome: kvw_evidence::render::outcome_line(
-            &verified.predicate,
-            kvw_evidence::render::Lang::En,
-        ),
+        facts: ReceiptFacts::Probe(Box::new(IndexEntry::for_receipt(&file_name, &verified))),
         reproduced: reproduce.is_some(),
         not_rerun: None,
     })

@@ -39,7 +39,7 @@ fn probe_prints_the_seven_step_account_with_the_leak() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
     for n in 1..=7u8 {
-        let name = kvw_evidence::render::step_name(n, kvw_evidence::render::Lang::En);
+        let name = kvw_words::probe::step_name(n, kvw_words::Lang::En);
         assert!(out.contains(&format!("{n}. {name}")), "missing step {name}");
     }
     assert!(out.contains("model assumptions:"), "assumptions are listed");

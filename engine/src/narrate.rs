@@ -6,7 +6,7 @@
 //! (disclosed, an upstream test, thread or source file, or one of our
 //! assumptions). The path a run took is read off the events that happened —
 //! there is no second copy of the guard order here. Sentences are rendered
-//! later from the claims (`kvw_evidence::render`).
+//! later from the claims (by the words crate, `kvw_words::probe`).
 
 use kvw_evidence::{
     AbortCause, Claim, DoorDecision, DoorName, Event, EventKind, Fact, Outcome, PageRange,
@@ -603,9 +603,9 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
 
 #[cfg(test)]
 mod tests {
-    use kvw_evidence::render::Lang;
-    use kvw_evidence::source_words::{source_label, SourceLabel};
     use kvw_evidence::{AbortCause, PoisonMode, StopCause, Worker};
+    use kvw_words::source::{source_label, SourceLabel};
+    use kvw_words::Lang;
 
     use super::*;
 

@@ -36,6 +36,24 @@ impl FinishReason {
     }
 }
 
+impl FinishReason {
+    /// The reason as a receipt signs it: typed fields, no rendering.
+    pub fn signed(&self) -> kvw_evidence::FinishReason {
+        match self {
+            FinishReason::Length { length } => {
+                kvw_evidence::FinishReason::Length { length: *length }
+            }
+            FinishReason::Abort {
+                message,
+                status_code,
+            } => kvw_evidence::FinishReason::Abort {
+                status_code: *status_code,
+                message: message.clone(),
+            },
+        }
+    }
+}
+
 impl fmt::Display for FinishReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -6,9 +6,9 @@
 //! to an event. [`crate::narrate`] later maps these events onto the seven
 //! steps; readers' sentences are rendered from the receipt, never stored.
 
-use kvw_evidence::{Event, EventKind, PageRange, PageView, ReqState};
+use kvw_evidence::{DoorDecision, DoorName, Event, EventKind, PageRange, PageView, ReqState};
 
-use crate::req::Req;
+use crate::req::{FinishReason, Req};
 
 /// Every event of a run, in order, with the index of its request.
 #[derive(Debug, Clone, Default)]
@@ -74,15 +74,20 @@ impl Trace {
 }
 
 /// Snapshot of a `Req` at a door.
-pub fn req_state(req: &Req, original_prompt_len: usize, door: &str, decision: &str) -> ReqState {
+pub fn req_state(
+    req: &Req,
+    original_prompt_len: usize,
+    door: DoorName,
+    decision: DoorDecision,
+) -> ReqState {
     ReqState {
-        door: door.to_string(),
-        to_finish: req.to_finish.as_ref().map(|r| r.to_string()),
-        finished_reason: req.finished_reason.as_ref().map(|r| r.to_string()),
+        door,
+        to_finish: req.to_finish.as_ref().map(FinishReason::signed),
+        finished_reason: req.finished_reason.as_ref().map(FinishReason::signed),
         finished: req.finished(),
         original_prompt_len: original_prompt_len as u64,
         origin_input_len: req.input_len() as u64,
-        decision: decision.to_string(),
+        decision,
     }
 }
 

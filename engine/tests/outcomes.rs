@@ -63,9 +63,15 @@ fn no_fixes_reproduces_the_seven_steps() {
     }
     // Step 2: the rejection is in to_finish, finished() is false, admitted.
     let s2 = p.steps[1].state.as_ref().unwrap();
-    assert!(s2.to_finish.as_deref().unwrap().contains("FINISH_ABORT"));
+    assert!(matches!(
+        s2.to_finish,
+        Some(kvw_evidence::FinishReason::Abort {
+            status_code: 400,
+            ..
+        })
+    ));
     assert!(!s2.finished);
-    assert_eq!(s2.decision, "Admitted");
+    assert_eq!(s2.decision, kvw_evidence::DoorDecision::Admitted);
     assert_eq!((s2.original_prompt_len, s2.origin_input_len), (128, 1));
     // Step 6: 8 reserved pages read; only the first written by this request.
     let view = p.steps[5].pages.as_ref().unwrap();

@@ -2,10 +2,18 @@
 //! record says with none, and fails when its guard is removed — all in the
 //! same test, so a scenario that stopped testing anything fails here.
 
-use kvw_engine::scenarios::{all, Record, Setup, Status};
-use kvw_evidence::render::Lang;
-use kvw_evidence::scenario_render::why;
+use kvw_engine::scenarios::{all, fix_names, Record, Removed, Setup, Status};
 use kvw_evidence::Fix;
+use kvw_words::scenario::{guard_rule, why};
+use kvw_words::Lang;
+
+/// A guard-removed run, in words.
+fn without(r: &Removed) -> String {
+    match r {
+        Removed::Fixes(fixes) => format!("without {}", fix_names(fixes)),
+        Removed::Rule(rule) => format!("without the rule: {}", guard_rule(*rule, Lang::En)),
+    }
+}
 
 #[test]
 fn every_scenario_holds_with_all_fixes_and_fails_without_its_guard() {
@@ -37,7 +45,7 @@ fn every_scenario_holds_with_all_fixes_and_fails_without_its_guard() {
         for (what, setup) in removals {
             let removed = (s.run)(&setup);
             if removed.verdict.is_ok() {
-                problems.push(format!("{}: still holds {what}", s.name));
+                problems.push(format!("{}: still holds {}", s.name, without(&what)));
             }
         }
         eprintln!("{:<90} all={:?} none={:?}", s.name, on.status, none.status);
@@ -63,7 +71,7 @@ fn none_fails_exactly_the_recorded_scenarios() {
 
 #[test]
 fn every_scenario_has_its_words_in_both_languages() {
-    use kvw_evidence::scenario_render::{outcome, scenario_text};
+    use kvw_words::scenario::{outcome, scenario_text};
     for s in all() {
         let t = scenario_text(s.name).unwrap_or_else(|| panic!("{}: no words", s.name));
         for (en, it) in [

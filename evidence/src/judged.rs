@@ -5,7 +5,7 @@
 //! the record and the guard predict ([`Expected`]), what the assertion saw
 //! ([`Observed`]) and why the row reads as it does ([`Why`]). The engine's
 //! checks fill them from the run's own events, with the run's numbers and
-//! names as fields; no sentence is signed. [`crate::scenario_render`] turns
+//! names as fields; no sentence is signed. The words crate (`kvw-words`) turns
 //! them into sentences in the reader's language, for `kvw` and the
 //! explorer alike.
 //!
@@ -17,7 +17,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::predicate::{DoorDecision, DoorName, Fix, ResourceKind, Worker};
+use crate::predicate::{DoorDecision, DoorName, FinishReason, Fix, ResourceKind, Worker};
 
 /// A rule inside a fix switch that a scenario depends on: with the switch
 /// on and the rule removed, the scenario's assertion fails.
@@ -195,7 +195,7 @@ pub enum Breach {
     DoorDecided {
         door: DoorName,
         decided: Option<DoorDecision>,
-        to_finish: Option<String>,
+        to_finish: Option<FinishReason>,
     },
     /// A worker's endpoint (prefill: sender and bootstrap; decode: receiver
     /// and metadata buffer) was created though it must not be, or not
@@ -268,4 +268,21 @@ pub enum Breach {
     SessionDetached { times: u32 },
     /// The input check rejected a prompt it must admit.
     InputRejected { rid: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_refuse_unknown_fields_and_variants() {
+        let ok = r#"{"kind":"broke","breach":{"kind":"forwards","count":1},"guard_off":[]}"#;
+        assert!(serde_json::from_str::<Why>(ok).is_ok());
+        let extra =
+            r#"{"kind":"broke","breach":{"kind":"forwards","count":1,"x":2},"guard_off":[]}"#;
+        assert!(serde_json::from_str::<Why>(extra).is_err());
+        let unknown = r#"{"kind":"held","outcome":{"kind":"made_up"}}"#;
+        assert!(serde_json::from_str::<Observed>(unknown).is_err());
+        assert!(serde_json::from_str::<GuardRule>(r#""made-up""#).is_err());
+    }
 }

@@ -13,10 +13,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::predicate::{EngineInfo, Fix};
+use crate::predicate::{EngineInfo, FinishReason, Fix};
 
 /// `predicateType` of a model-check receipt.
-pub const MODEL_CHECK_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/model-check/v1";
+pub const MODEL_CHECK_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/model-check/v2";
 
 /// Everything one model-check run established.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -156,12 +156,67 @@ pub struct PathStep {
     /// Request id the action concerns.
     pub rid: String,
     pub tenant: String,
-    /// The engine decision the action took, e.g. `Admit` or `SendLastChunk`.
-    pub decision: Option<String>,
+    /// The engine decision the action took, where there was one.
+    pub decision: Option<ModelDecision>,
     /// The acting request after the step.
     pub request: ReqSnapshot,
     /// Decode pages after the step.
     pub decode_pages: Vec<PageSnapshot>,
+}
+
+/// The engine decision a step of the model took, as the policy returned it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ModelDecision {
+    /// `entry_door` of prefill's bootstrap queue or decode's prealloc
+    /// queue; `finished` is what `Req.finished()` said when it admitted.
+    EntryDoor {
+        door: DoorVerdict,
+        finished: Option<bool>,
+    },
+    /// `prefill_admission_door`, then (when it admitted)
+    /// `prefill_result_action`; `finished` is `Req.finished()` at the door.
+    PrefillForward {
+        door: DoorVerdict,
+        finished: bool,
+        result: Option<ResultStep>,
+    },
+    /// Decode's transfer-queue door.
+    HandoffDoor { handoff: Handoff },
+    /// A page write landed after decode closed its bootstrap room.
+    LateWrite,
+}
+
+/// What a door decided (the engine's `policy::Door`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DoorVerdict {
+    Admit,
+    Retire,
+    DropFinished,
+}
+
+/// What prefill did with a batch result (the engine's `policy::ResultAction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStep {
+    SendChunk,
+    SendLastChunk,
+    Retire,
+}
+
+/// Decode's transfer-queue door (the engine's `policy::HandoffDecision`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Handoff {
+    Wait,
+    Admit,
+    /// Abort with this status and upstream's message.
+    Abort {
+        status: u16,
+        message: String,
+        transfer_failure: bool,
+    },
 }
 
 /// A request as both workers hold it.
@@ -174,11 +229,11 @@ pub struct ReqSnapshot {
     pub decode_stage: String,
     /// `len(origin_input_ids)` on prefill after validation.
     pub prefill_input_len: u32,
-    /// Prefill's `to_finish` / `finished_reason`, rendered.
-    pub prefill_to_finish: Option<String>,
-    pub prefill_finished_reason: Option<String>,
-    pub decode_to_finish: Option<String>,
-    pub decode_finished_reason: Option<String>,
+    /// Prefill's `to_finish` / `finished_reason`.
+    pub prefill_to_finish: Option<FinishReason>,
+    pub prefill_finished_reason: Option<FinishReason>,
+    pub decode_to_finish: Option<FinishReason>,
+    pub decode_finished_reason: Option<FinishReason>,
     /// Decode page table (reserved pages, in position order).
     pub decode_table: Vec<u32>,
     pub writes_posted: u32,
@@ -209,35 +264,6 @@ pub struct ViolationFact {
     /// Writer of the page, rendered like [`PageSnapshot::writer`].
     pub writer: Option<String>,
     pub status: Option<u16>,
-}
-
-impl ModelCheckPredicate {
-    /// One line: which properties failed, or that all held, and how much was explored.
-    pub fn summary(&self) -> String {
-        let failed: Vec<&str> = self
-            .properties
-            .iter()
-            .filter(|p| p.status == PropertyStatus::Violated)
-            .map(|p| p.name.as_str())
-            .collect();
-        let verdict = if self.all_hold {
-            "every property holds".to_string()
-        } else if failed.is_empty() {
-            "not every property was decided or witnessed".to_string()
-        } else {
-            format!("violated: {}", failed.join(", "))
-        };
-        format!(
-            "{verdict} ({} unique states, depth {}{})",
-            self.exploration.unique_states,
-            self.exploration.max_depth,
-            if self.exploration.complete {
-                ""
-            } else {
-                ", search stopped early"
-            }
-        )
-    }
 }
 
 impl crate::receipt::PredicateKind for ModelCheckPredicate {

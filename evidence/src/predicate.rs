@@ -16,9 +16,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// `predicateType` of every kvwitness probe receipt. The trailing `v2` is the
+/// `predicateType` of every kvwitness probe receipt. The trailing `v3` is the
 /// predicate version; a receipt with any other value is refused.
-pub const PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/probe/v2";
+pub const PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/probe/v3";
 
 /// Pinned SGLang commit that the public analysis of the incident cites.
 pub const UPSTREAM_COMMIT: &str = "8f3d6944b76c428d884582cb6c82a39db1465360";
@@ -238,7 +238,7 @@ pub enum Provenance {
 
 /// One of the seven steps of the incident, as this run lived it. The step
 /// holds facts, not prose: readers' sentences are rendered from the facts
-/// (see [`crate::render`]).
+/// (by the words crate, `kvw-words`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -444,20 +444,30 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReqState {
-    /// Which door or point looked at the request, e.g. `prefill.waiting_queue`.
-    pub door: String,
-    /// `Req.to_finish`, rendered (`None` when empty).
-    pub to_finish: Option<String>,
-    /// `Req.finished_reason`, rendered.
-    pub finished_reason: Option<String>,
+    /// Which door looked at the request.
+    pub door: DoorName,
+    /// `Req.to_finish` (`None` when empty).
+    pub to_finish: Option<FinishReason>,
+    /// `Req.finished_reason`.
+    pub finished_reason: Option<FinishReason>,
     /// What `Req.finished()` returned.
     pub finished: bool,
     /// Prompt length the client sent.
     pub original_prompt_len: u64,
     /// `len(origin_input_ids)` at this point (1 after the placeholder swap).
     pub origin_input_len: u64,
-    /// What the door decided, e.g. `admitted`, `retired`, `rejected`.
-    pub decision: String,
+    /// What the door decided.
+    pub decision: DoorDecision,
+}
+
+/// Why a request finished, as upstream's `BaseFinishReason` subclasses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum FinishReason {
+    /// `FINISH_LENGTH`: `max_new_tokens` reached.
+    Length { length: u32 },
+    /// `FINISH_ABORT`: aborted with an HTTP status and upstream's message.
+    Abort { status_code: u16, message: String },
 }
 
 /// Page-level view of the decode pool (and the transfer) for one request.

@@ -185,13 +185,20 @@ pub fn sample_predicate(config: ProbeConfig) -> ProbePredicate {
         })
         .collect();
     steps[1].state = Some(ReqState {
-        door: "prefill.waiting_queue".into(),
-        to_finish: Some("FINISH_ABORT(400)".into()),
+        door: DoorName::PrefillWaitingQueue,
+        to_finish: Some(FinishReason::Abort {
+            status_code: 400,
+            message: "Input length exceeds the maximum allowed length".into(),
+        }),
         finished_reason: None,
         finished: false,
         original_prompt_len: prompt,
         origin_input_len: 1,
-        decision: if blocked { "retired" } else { "admitted" }.into(),
+        decision: if blocked {
+            DoorDecision::Retired
+        } else {
+            DoorDecision::Admitted
+        },
     });
     steps[5].pages = Some(PageView {
         pool: PoolSide::Decode,

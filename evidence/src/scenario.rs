@@ -26,11 +26,11 @@ use crate::receipt::PredicateKind;
 use crate::EvidenceError;
 
 /// `predicateType` of a scenario receipt.
-pub const SCENARIO_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/scenario/v2";
+pub const SCENARIO_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/scenario/v3";
 /// `predicateType` of a gates receipt.
-pub const GATES_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/gates/v2";
+pub const GATES_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/gates/v3";
 /// `predicateType` of a randomized-run receipt.
-pub const FUZZ_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/fuzz/v1";
+pub const FUZZ_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/fuzz/v2";
 
 /// A scenario's result under one set of switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -60,7 +60,7 @@ pub struct UpstreamTest {
 
 /// What a scenario is. Its description and what closes it are words about
 /// the scenario, rendered from its name in the reader's language
-/// ([`crate::scenario_render::scenario_text`]).
+/// (by the words crate, `kvw-words`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioInfo {

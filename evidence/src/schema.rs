@@ -3,14 +3,14 @@
 //! Consumers in other languages (the explorer's JavaScript, auditors'
 //! scripts) validate receipts against a schema rather than against our Rust
 //! types. The schema is generated from the types with `schemars`, committed
-//! at `evidence/schema/probe-predicate.v2.schema.json`, and a test fails if
+//! at `evidence/schema/probe-predicate.v3.schema.json`, and a test fails if
 //! the committed file drifts from the types; regenerate it with
 //! `KVW_UPDATE_SCHEMA=1 cargo test -p kvw-evidence --test schema`.
 
 use crate::predicate::{ProbePredicate, PREDICATE_TYPE};
 
 /// Path of the committed schema, relative to the crate root.
-pub const SCHEMA_PATH: &str = "schema/probe-predicate.v2.schema.json";
+pub const SCHEMA_PATH: &str = "schema/probe-predicate.v3.schema.json";
 
 /// The predicate's JSON Schema as pretty JSON with a trailing newline.
 pub fn probe_predicate_schema() -> String {
@@ -35,15 +35,15 @@ pub fn result_schemas() -> Vec<(&'static str, String)> {
     }
     vec![
         (
-            "schema/scenario-predicate.v2.schema.json",
+            "schema/scenario-predicate.v3.schema.json",
             render::<ScenarioPredicate>(SCENARIO_PREDICATE_TYPE),
         ),
         (
-            "schema/gates-predicate.v2.schema.json",
+            "schema/gates-predicate.v3.schema.json",
             render::<GatesPredicate>(GATES_PREDICATE_TYPE),
         ),
         (
-            "schema/fuzz-predicate.v1.schema.json",
+            "schema/fuzz-predicate.v2.schema.json",
             render::<FuzzPredicate>(FUZZ_PREDICATE_TYPE),
         ),
         (

@@ -16,14 +16,18 @@ struct Outcome {
     ok: bool,
     keyid: Option<String>,
     name: Option<String>,
-    outcome: Option<String>,
+    /// What the receipt says, as typed facts: a probe run's verdict, or
+    /// another kind's [`crate::kinds::OtherFacts`]. Sentences are the
+    /// reader's to render.
+    facts: Option<serde_json::Value>,
     error: Option<String>,
 }
 
 /// Verify a receipt (DSSE envelope JSON) against a public key file's JSON.
 ///
 /// Returns JSON `{"ok": bool, "keyid": string|null, "name": string|null,
-/// "outcome": string|null, "error": string|null}`; `error` is one line.
+/// "facts": object|null, "error": string|null}`; `facts` is the verdict,
+/// `error` is one line.
 #[wasm_bindgen]
 pub fn verify_receipt_json(envelope_json: &str, public_key_json: &str) -> String {
     let result = PublicKey::from_json(public_key_json.as_bytes()).and_then(|key| {
@@ -34,29 +38,26 @@ pub fn verify_receipt_json(envelope_json: &str, public_key_json: &str) -> String
             ok: true,
             keyid: Some(key.keyid()),
             name: Some(receipt.name),
-            outcome: Some(crate::render::outcome_line(
-                &receipt.predicate,
-                crate::render::Lang::En,
-            )),
+            facts: serde_json::to_value(&receipt.predicate.verdict).ok(),
             error: None,
         },
         Err(e) => Outcome {
             ok: false,
             keyid: None,
             name: None,
-            outcome: None,
+            facts: None,
             error: Some(e.to_string()),
         },
     };
     serde_json::to_string(&outcome).unwrap_or_else(|_| {
-        r#"{"ok":false,"keyid":null,"name":null,"outcome":null,"error":"internal error"}"#.into()
+        r#"{"ok":false,"keyid":null,"name":null,"facts":null,"error":"internal error"}"#.into()
     })
 }
 
 /// Verify a receipt of any kind the evidence crate knows (probe run, model
 /// check, scenario, gates, fuzz) against a public key file's JSON; returns
-/// the same JSON as [`verify_receipt_json`], `outcome` being the kind's
-/// summary ([`crate::kinds::describe`]).
+/// the same JSON as [`verify_receipt_json`], `facts` being the kind's
+/// facts ([`crate::kinds::describe`]).
 #[wasm_bindgen]
 pub fn verify_statement_json(envelope_json: &str, public_key_json: &str) -> String {
     let result = PublicKey::from_json(public_key_json.as_bytes())
@@ -65,33 +66,32 @@ pub fn verify_statement_json(envelope_json: &str, public_key_json: &str) -> Stri
             let statement =
                 verify_statement(envelope_json.as_bytes(), &key).map_err(|e| e.to_string())?;
             let name = statement.name.clone();
-            let outcome = if statement.predicate_type == crate::predicate::PREDICATE_TYPE {
+            let facts = if statement.predicate_type == crate::predicate::PREDICATE_TYPE {
                 let receipt =
                     VerifiedReceipt::from_statement(statement).map_err(|e| e.to_string())?;
-                crate::render::outcome_line(&receipt.predicate, crate::render::Lang::En)
+                serde_json::to_value(&receipt.predicate.verdict)
             } else {
-                let (label, outcome) = crate::kinds::describe(&statement)?;
-                format!("{label}: {outcome}")
+                serde_json::to_value(crate::kinds::describe(&statement)?)
             };
-            Ok((key.keyid(), name, outcome))
+            Ok((key.keyid(), name, facts.ok()))
         });
     let outcome = match result {
-        Ok((keyid, name, outcome)) => Outcome {
+        Ok((keyid, name, facts)) => Outcome {
             ok: true,
             keyid: Some(keyid),
             name: Some(name),
-            outcome: Some(outcome),
+            facts,
             error: None,
         },
         Err(e) => Outcome {
             ok: false,
             keyid: None,
             name: None,
-            outcome: None,
+            facts: None,
             error: Some(e.replace('\n', " ")),
         },
     };
     serde_json::to_string(&outcome).unwrap_or_else(|_| {
-        r#"{"ok":false,"keyid":null,"name":null,"outcome":null,"error":"internal error"}"#.into()
+        r#"{"ok":false,"keyid":null,"name":null,"facts":null,"error":"internal error"}"#.into()
     })
 }

@@ -497,11 +497,11 @@ fn other_kinds_are_listed_signed_and_re_run_through_the_caller() {
         serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
     assert_eq!(index["others"][0]["file"], "receipts/gates-fixes-none.json");
     assert_eq!(
-        index["others"][0]["outcome"],
-        "0 of 1 rows pass, 1 fail, 0 not exercised"
+        index["others"][0]["facts"]["gates"],
+        serde_json::json!({"fixes": [], "rows": 1, "pass": 0, "fail": 1, "not_exercised": 0})
     );
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
-    assert!(readme.contains("| `receipts/gates-fixes-none.json` | gates fixes=none |"));
+    assert!(readme.contains("| `receipts/gates-fixes-none.json` | gates | 0/1 pass |"));
 
     // Without a re-run the line is not marked reproduced; a re-run that
     // agrees marks it; one that disagrees fails that line only.

@@ -1,7 +1,7 @@
 //! The replay of a randomized-run receipt: the shrunk failing case, event
 //! by event, on the page grid.
 //!
-//! A fuzz receipt (predicate `fuzz/v1`,
+//! A fuzz receipt (predicate `fuzz/v2`,
 //! [`kvw_evidence::scenario::FuzzPredicate`]) says how many random
 //! interleavings ran under a set of fixes and, when an invariant broke, the
 //! shortest failing case it shrank to: its requests and faults, the

@@ -1,7 +1,7 @@
 //! The gates page: the four acceptance gates as a table, one per set of
 //! fixes the bundle carries (no fixes, every fix).
 //!
-//! A gates receipt (predicate `gates/v2`,
+//! A gates receipt (predicate `gates/v3`,
 //! [`kvw_evidence::scenario::GatesPredicate`]) holds one row per scenario:
 //! gate, expected, observed, pass / fail / not exercised and why, and each
 //! worker's KV pool against the configured context. This module draws each
@@ -17,7 +17,7 @@ use leptos::prelude::*;
 
 use crate::i18n::Lang;
 use crate::scenario_page::{said_view, status_slug, status_text};
-use kvw_evidence::scenario_render as words;
+use kvw_words::scenario as words;
 
 /// The receipt stem of scenario `name` run under `fixes`, as `kvw gates
 /// --out` and `kvw bundle` name it.

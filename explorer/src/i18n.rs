@@ -63,9 +63,9 @@ impl Lang {
     /// one-language browser build (features `only-en`, `only-it`), which
     /// carries one language's strings and speaks only that one.
     pub const fn spoken(self) -> Lang {
-        match kvw_evidence::render::Lang::spoken(self.render()) {
-            kvw_evidence::render::Lang::En => Lang::En,
-            kvw_evidence::render::Lang::It => Lang::It,
+        match kvw_words::Lang::spoken(self.render()) {
+            kvw_words::Lang::En => Lang::En,
+            kvw_words::Lang::It => Lang::It,
         }
     }
 
@@ -81,15 +81,15 @@ impl Lang {
     }
 
     /// The same language for the receipt renderer.
-    pub const fn render(self) -> kvw_evidence::render::Lang {
+    pub const fn render(self) -> kvw_words::Lang {
         match self {
-            Lang::En => kvw_evidence::render::Lang::En,
-            Lang::It => kvw_evidence::render::Lang::It,
+            Lang::En => kvw_words::Lang::En,
+            Lang::It => kvw_words::Lang::It,
         }
     }
 
     /// Name of step `step` in this language.
     pub fn step_name(self, step: u8) -> &'static str {
-        kvw_evidence::render::step_name(step, self.render())
+        kvw_words::probe::step_name(step, self.render())
     }
 }

@@ -1,7 +1,7 @@
 //! The replay of a model-check receipt: the counterexample path, step by step.
 //!
 //! A probe receipt records one run; a model-check receipt (predicate
-//! `model-check/v1`, [`kvw_evidence::model_check`]) records a whole state
+//! `model-check/v2`, [`kvw_evidence::model_check`]) records a whole state
 //! space and, when a property fails, the shortest path to the failure. This
 //! module draws that path as an ordered list a reader scans without any
 //! script: every step has an `#step-N` anchor and says which actor took
@@ -14,6 +14,8 @@
 //! Everything drawn comes from the signed predicate; nothing is re-run.
 
 use kvw_evidence::model_check::{ModelCheckPredicate, PageSnapshot, PathStep, ViolationFact};
+use kvw_evidence::FinishReason;
+use kvw_words::probe::finish_reason_or_none;
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
@@ -74,7 +76,7 @@ pub fn page_changes(before: &[PageSnapshot], after: &[PageSnapshot], lang: Lang)
 /// The `Req` fields a step's decision read, as `name = value` pairs.
 fn req_fields(step: &PathStep, lang: Lang) -> Vec<(&'static str, String)> {
     let r = &step.request;
-    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "None".into());
+    let opt = |o: &Option<FinishReason>| finish_reason_or_none(o.as_ref());
     let yes_no = |b: bool| lang.pick(if b { "yes" } else { "no" }, if b { "sì" } else { "no" });
     vec![
         (
@@ -182,10 +184,10 @@ fn Step(
         "{}. {} — {} ({}, tenant {})",
         step.index, step.actor, step.action, step.rid, step.tenant
     );
-    let decision = step.decision.clone();
+    let decision = step.decision.as_ref().map(kvw_words::model_check::decision);
     // What the decision read: the request as the previous step left it.
     let read_req = before.filter(|_| decision.is_some()).map(|b| {
-        let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "None".into());
+        let opt = |o: &Option<FinishReason>| finish_reason_or_none(o.as_ref());
         format!(
             "prefill to_finish = {}, prefill finished_reason = {}, decode to_finish = {}, decode finished_reason = {}, len(origin_input_ids) = {}",
             opt(&b.prefill_to_finish),

@@ -1,11 +1,11 @@
 //! The replay of a scenario receipt: its typed events, step by step, on the
 //! page grid.
 //!
-//! A scenario receipt (predicate `scenario/v2`,
+//! A scenario receipt (predicate `scenario/v3`,
 //! [`kvw_evidence::scenario::ScenarioPredicate`]) records one scripted run
 //! under a set of fixes: what it mirrors upstream, its guard, what was
 //! expected and observed (typed facts, said in the page's language by
-//! [`kvw_evidence::scenario_render`]), every typed event, and pictures of the decode or
+//! [`kvw_words::scenario`]), every typed event, and pictures of the decode or
 //! prefill pool after the events that changed it. This module draws the run
 //! as an ordered list a reader scans without any script: every event is a
 //! step with an `#step-N` anchor, its time, request, worker and recorded
@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use kvw_evidence::judged::GuardRule;
 use kvw_evidence::scenario::{EventPages, ScenarioPredicate, ScenarioStatus};
-use kvw_evidence::scenario_render as words;
 use kvw_evidence::{Event, PageView};
+use kvw_words::scenario as words;
 use leptos::prelude::*;
 
 use crate::components::pool::PoolView;
@@ -113,7 +113,7 @@ fn TwinCompare(
     let line = |events: &[Event], i: usize| {
         events
             .get(i)
-            .map(|e| kvw_evidence::render::event_line(e, lang.render()))
+            .map(|e| kvw_words::probe::event_line(e, lang.render()))
             .unwrap_or_else(|| {
                 lang.pick("(no more events)", "(nessun altro evento)")
                     .to_string()
@@ -205,7 +205,7 @@ fn ScenarioStep(n: usize, event: Event, picture: Picture, lang: Lang) -> impl In
     let href = format!("#{id}");
     let (kind, fields) = event_fields(&event);
     let head = format!("{n}. {} µs — {} — {kind}", event.at_us, event.rid);
-    let line = kvw_evidence::render::event_line(&event, lang.render());
+    let line = kvw_words::probe::event_line(&event, lang.render());
     let grid = match picture {
         Picture::Drawn(view) => view! { <PoolView view=view lang=lang/> }.into_any(),
         Picture::NotDrawn => view! {

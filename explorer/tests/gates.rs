@@ -12,13 +12,13 @@ use kvw_engine::scenarios::receipts;
 use kvw_evidence::bundle::write_bundle_with_others;
 use kvw_evidence::keys::Signer;
 use kvw_evidence::receipt::sign_statement;
-use kvw_evidence::render::Lang;
 use kvw_evidence::scenario::ScenarioPredicate;
-use kvw_evidence::scenario_render::{self, Piece};
 use kvw_evidence::Fix;
 use kvw_explorer::gates_page::scenario_stem;
 use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
 use kvw_explorer::site::{build_site, SiteOptions};
+use kvw_words::scenario::{self, Piece};
+use kvw_words::Lang;
 
 /// The scenario whose receipt under every fix is left out of the bundle.
 const LEFT_OUT: &str = "late_write_corrupts_next_tenant";
@@ -207,7 +207,7 @@ fn a_scenario_page_replays_every_event_on_the_page_grid() {
     // The why is rendered from the receipt's facts in each page's language.
     // Its words in the page's language, its code in <code>.
     let why = |lang| {
-        scenario_render::why(&p.why, lang)
+        scenario::why(&p.why, lang)
             .pieces()
             .iter()
             .map(|piece| match piece {

@@ -9,7 +9,9 @@ use std::fs;
 
 mod support;
 
-use kvw_evidence::bundle::{verify_bundle, write_bundle_with_model_checks, VerifyOptions};
+use kvw_evidence::bundle::{
+    verify_bundle, write_bundle_with_model_checks, OtherFacts, ReceiptFacts, VerifyOptions,
+};
 use kvw_evidence::keys::Signer;
 use kvw_evidence::Fix;
 use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
@@ -37,7 +39,7 @@ fn model_check_site(fixes: &[Fix], stem: &str) -> (String, String, usize) {
     assert!(line
         .result
         .as_ref()
-        .is_ok_and(|ok| ok.label.starts_with("model check")));
+        .is_ok_and(|ok| matches!(ok.facts, ReceiptFacts::Other(OtherFacts::ModelCheck { .. }))));
     let mut opts = SiteOptions::new(&bundle, &out);
     opts.wasm_dir = None;
     build_site(&opts).expect("the site builds");

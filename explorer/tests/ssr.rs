@@ -11,9 +11,9 @@ mod support;
 use base64::Engine as _;
 use kvw_evidence::keys::PublicKey;
 use kvw_evidence::receipt::verify_receipt;
-use kvw_evidence::render;
 use kvw_explorer::sample::write_sample_bundle;
 use kvw_explorer::site::{build_site, SiteOptions};
+use kvw_words::probe;
 
 /// Text as Leptos escapes it in HTML.
 fn escaped(text: &str) -> String {
@@ -53,11 +53,11 @@ fn every_step_state_and_response_is_in_the_static_html() {
                 step.step
             );
             assert!(
-                html.contains(&escaped(render::step_name(step.step, render::Lang::En))),
+                html.contains(&escaped(probe::step_name(step.step, probe::Lang::En))),
                 "{stem}: name of step {}",
                 step.step
             );
-            for sentence in render::step_sentences(step, render::Lang::En) {
+            for sentence in probe::step_sentences(step, probe::Lang::En) {
                 assert!(
                     html.contains(&escaped(&sentence)),
                     "{stem}: sentence of step {}: {sentence}",
@@ -66,18 +66,18 @@ fn every_step_state_and_response_is_in_the_static_html() {
             }
             if let Some(state) = &step.state {
                 assert!(
-                    html.contains(&escaped(&state.door)),
+                    html.contains(&escaped(probe::door_name(state.door))),
                     "{stem}: door of step {}",
                     step.step
                 );
                 assert!(
-                    html.contains(&escaped(&state.decision)),
+                    html.contains(&escaped(probe::decision(state.decision, probe::Lang::En))),
                     "{stem}: decision of step {}",
                     step.step
                 );
                 if let Some(to_finish) = &state.to_finish {
                     assert!(
-                        html.contains(&escaped(to_finish)),
+                        html.contains(&escaped(&probe::finish_reason(to_finish))),
                         "{stem}: to_finish of step {}",
                         step.step
                     );
@@ -92,10 +92,7 @@ fn every_step_state_and_response_is_in_the_static_html() {
         }
         let verdict = &predicate.verdict;
         assert!(html.contains(&format!("HTTP {}", verdict.http_status)));
-        assert!(html.contains(&escaped(&render::outcome_line(
-            &predicate,
-            render::Lang::En
-        ))));
+        assert!(html.contains(&escaped(&probe::outcome_line(&predicate, probe::Lang::En))));
         for canary in &verdict.canaries_leaked {
             assert!(
                 html.contains(&format!(

@@ -31,13 +31,13 @@ from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import SSlibKey
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE = "https://kvwitness.dev/attestation/probe/v2"
+PREDICATE_TYPE = "https://kvwitness.dev/attestation/probe/v3"
 # The other kinds a bundle carries; those with events carry their digest.
 OTHER_TYPES = {
-    "https://kvwitness.dev/attestation/model-check/v1",
-    "https://kvwitness.dev/attestation/scenario/v2",
-    "https://kvwitness.dev/attestation/gates/v2",
-    "https://kvwitness.dev/attestation/fuzz/v1",
+    "https://kvwitness.dev/attestation/model-check/v2",
+    "https://kvwitness.dev/attestation/scenario/v3",
+    "https://kvwitness.dev/attestation/gates/v3",
+    "https://kvwitness.dev/attestation/fuzz/v2",
 }
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MANIFEST_TYPE = "https://kvwitness.dev/attestation/bundle-manifest/v1"
@@ -134,7 +134,7 @@ def check_receipt(path, key):
         if [s["step"] for s in predicate["steps"]] != list(range(1, 8)):
             return "steps are not 1..7"
     else:
-        traced = predicate.get("counterexample") if kind.endswith("/fuzz/v1") else predicate
+        traced = predicate.get("counterexample") if kind.endswith("/fuzz/v2") else predicate
         if traced and "events" in traced:
             if traced["trace_sha256"] != canonical_sha256(traced["events"]):
                 return "trace_sha256 does not match the events"

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use kvw_evidence::bundle::index::readme;
+use kvw_evidence::bundle::readme::readme;
 use kvw_evidence::bundle::{manifest, sums, BundleIndex, IndexEntry};
 use kvw_evidence::canonical::{canonical_sha256, to_canonical_json};
 use kvw_evidence::dsse::Envelope;

@@ -200,7 +200,7 @@ pub fn cases() -> Vec<Case> {
     }));
     c.push(s(
         "readme-says-no-leak",
-        "README.md is not the one generated",
+        "README.md does not state what index.json says",
         |w| {
             w.write("README.md", "# No leak\n");
             w.reseal_sums();

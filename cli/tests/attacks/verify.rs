@@ -307,12 +307,12 @@ pub fn cases() -> Vec<Case> {
     ));
     c.push(v(
         "readme-rewritten-no-leak",
-        "README.md is not the one generated",
+        "README.md does not state what index.json says",
         |w| {
             let text = String::from_utf8(w.read("README.md")).unwrap();
             w.write(
                 "README.md",
-                text.replace("Leak", "No leak").replace("LEAK", "No leak") + "\nNo leak.\n",
+                text.replace("| leak |", "| refused |") + "\nNo leak.\n",
             );
             w.reseal_sums();
         },
@@ -783,7 +783,7 @@ pub fn cases() -> Vec<Case> {
     }));
     c.push(v(
         "readme-rewritten-by-key-holder",
-        "README.md is not the one generated",
+        "README.md does not state what index.json says",
         |w| {
             w.reseal_keep_index();
             w.write("README.md", "# No leak\n\nEverything is fine.\n");

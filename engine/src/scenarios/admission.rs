@@ -372,7 +372,13 @@ fn reenter(
     );
     judge(s.run(), |ran| {
         ensure!(
-            matches!(&ran.door(r, door), Some((DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
+            matches!(
+                &ran.door(r, door),
+                Some((
+                    DoorDecision::Admitted,
+                    Some(kvw_evidence::FinishReason::Abort { .. })
+                ))
+            ),
             door_breach(ran, r, door)
         );
         let then = then(ran, r)?;
@@ -575,7 +581,14 @@ fn null_mode(setup: &Setup) -> Observed {
             .map(|r| r.rid.clone())
             .unwrap_or_default();
         ensure!(
-            matches!(&door, Some((_, DoorDecision::Admitted, Some(t))) if t.contains("FINISH_ABORT")),
+            matches!(
+                &door,
+                Some((
+                    _,
+                    DoorDecision::Admitted,
+                    Some(kvw_evidence::FinishReason::Abort { .. })
+                ))
+            ),
             Breach::DoorDecided {
                 door: door.as_ref().map_or(DoorName::PrefillWaitingQueue, |d| d.0),
                 decided: door.as_ref().map(|d| d.1),

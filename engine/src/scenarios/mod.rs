@@ -137,7 +137,7 @@ pub struct Observed {
 }
 
 /// One scenario. Its description and what closes it are words, kept by
-/// the renderer under its name (`kvw_evidence::scenario_render::scenario_text`).
+/// the words crate under its name (`kvw_words::scenario::scenario_text`).
 #[derive(Debug, Clone, Copy)]
 pub struct Scenario {
     /// The upstream test function (and subtest id) it mirrors, or a name of its own.
@@ -256,7 +256,7 @@ impl Scenario {
     /// The guard-removed runs a scenario's test checks: the switches of the
     /// guard dropped from `all` (when the record says that fails) and the
     /// guard's rule removed with the guard's switches on.
-    pub fn removals(&self) -> Vec<(String, Setup)> {
+    pub fn removals(&self) -> Vec<(Removed, Setup)> {
         let mut out = Vec::new();
         if self.record == Record::Fails {
             let fixes: Vec<Fix> = Fix::ALL
@@ -264,7 +264,7 @@ impl Scenario {
                 .filter(|f| !self.guard.fixes.contains(f))
                 .collect();
             out.push((
-                format!("without {}", fix_names(self.guard.fixes)),
+                Removed::Fixes(self.guard.fixes.to_vec()),
                 Setup::new(&fixes),
             ));
         }
@@ -273,19 +273,19 @@ impl Scenario {
             // the rule's removal.
             let mut setup = Setup::new(self.guard.fixes);
             (rule.remove)(&mut setup.doors);
-            out.push((
-                format!(
-                    "without the rule: {}",
-                    kvw_evidence::scenario_render::guard_rule(
-                        rule.what,
-                        kvw_evidence::render::Lang::En
-                    )
-                ),
-                setup,
-            ));
+            out.push((Removed::Rule(rule.what), setup));
         }
         out
     }
+}
+
+/// What a guard-removed run of [`Scenario::removals`] took away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removed {
+    /// The guard's switches, every other switch on.
+    Fixes(Vec<Fix>),
+    /// One rule inside the guard's switches.
+    Rule(GuardRule),
 }
 
 /// `a, b` or `none`.

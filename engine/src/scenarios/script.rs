@@ -184,7 +184,11 @@ impl Ran {
     }
 
     /// The first decision of door `door` for `req`, with `to_finish` as read.
-    pub fn door(&self, req: u32, door: DoorName) -> Option<(DoorDecision, Option<String>)> {
+    pub fn door(
+        &self,
+        req: u32,
+        door: DoorName,
+    ) -> Option<(DoorDecision, Option<kvw_evidence::FinishReason>)> {
         self.of(req).find_map(|(_, k)| match k {
             EventKind::Door {
                 door: d,

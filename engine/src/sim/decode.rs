@@ -73,12 +73,7 @@ impl DecodeWorker {
 
 /// Record a door decision of decode, with the request's state it read.
 fn door(sim: &mut Sim, d: &DReq, door: DoorName, decision: DoorDecision) {
-    let state = req_state(
-        &d.req,
-        d.original_len,
-        kvw_evidence::render::door_name(door),
-        &format!("{decision:?}"),
-    );
+    let state = req_state(&d.req, d.original_len, door, decision);
     sim.record(
         d.idx,
         EventKind::Door {

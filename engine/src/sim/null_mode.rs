@@ -73,12 +73,7 @@ pub fn serve(fixes: &[Fix], doors: &Doors, prompt_len: usize) -> NullRun {
         Door::Retire => DoorDecision::Retired,
         Door::Admit | Door::DropFinished => DoorDecision::Admitted,
     };
-    let state = req_state(
-        &req,
-        original,
-        "scheduler.waiting_queue",
-        &format!("{decision:?}"),
-    );
+    let state = req_state(&req, original, DoorName::PrefillWaitingQueue, decision);
     trace.record(
         0,
         rid,

@@ -127,12 +127,7 @@ fn door(
     door: DoorName,
     decision: DoorDecision,
 ) {
-    let state = req_state(
-        req,
-        original_len,
-        kvw_evidence::render::door_name(door),
-        &format!("{decision:?}"),
-    );
+    let state = req_state(req, original_len, door, decision);
     sim.record(
         i,
         EventKind::Door {

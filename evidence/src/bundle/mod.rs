@@ -7,9 +7,9 @@
 //! <bundle>/
 //!   receipts/<name>.json   DSSE envelopes (probe runs; model checks, scenarios, gates, fuzz)
 //!   kvw.pub.json           the public key that signed them
-//!   index.json             one entry per receipt: config and verdict summary, digests
+//!   index.json             one entry per receipt: config and verdict facts, digests
 //!   manifest.json          DSSE envelope: the signed list of every receipt and the index
-//!   README.md              what this is and how to check it (generated from the index)
+//!   README.md              what this is and how to check it (its tables state the index)
 //!   SHA256SUMS             GNU `sha256sum` format, every file above, sorted
 //! ```
 //!
@@ -20,7 +20,9 @@
 //!   following links or blocking) and checks it against its `SHA256SUMS`;
 //!   site building uses the same reader;
 //! * [`sums`] writes and parses `SHA256SUMS`;
-//! * [`index`] is `index.json` and the README generated from it;
+//! * [`index`] is `index.json`, the receipts' facts;
+//! * [`readme`] writes the README from the index and checks that a README
+//!   states what the index says;
 //! * [`others`] admits the receipts of every kind besides probe runs under
 //!   one rule;
 //! * [`manifest`] signs and checks `manifest.json`, an in-toto Statement
@@ -33,16 +35,19 @@ pub mod index;
 pub mod layout;
 pub mod manifest;
 pub mod others;
+pub mod readme;
 pub mod sums;
 pub mod verify;
 pub mod write;
 
 pub use index::{BundleIndex, ConfigSummary, IndexEntry, VerdictSummary};
 pub use layout::{read_bundle, BundleFiles};
-pub use others::{OtherEntry, OTHER_PREDICATE_TYPES};
+pub use others::{OtherEntry, OtherFacts, OTHER_PREDICATE_TYPES};
+pub use readme::{check_readme, readme};
 pub use verify::{
-    check_reproduction, describe, verify_bundle, verify_files, verify_files_keeping, BundleReport,
-    KeySource, ReceiptLine, ReceiptOk, ReproduceFn, ReproduceOtherFn, Rerun, VerifyOptions,
+    check_reproduction, verify_bundle, verify_files, verify_files_keeping, BundleReport,
+    KeySource, ReceiptFacts, ReceiptLine, ReceiptOk, ReproduceFn, ReproduceOtherFn, Rerun,
+    VerifyOptions,
 };
 pub use write::{
     check_target, write_bundle, write_bundle_with_model_checks, write_bundle_with_others,
@@ -52,7 +57,7 @@ pub use write::{
 use crate::receipt::MAX_RECEIPT_BYTES;
 
 /// `format` of a bundle's `index.json`.
-pub const BUNDLE_FORMAT: &str = "kvwitness-bundle/v1";
+pub const BUNDLE_FORMAT: &str = "kvwitness-bundle/v2";
 /// Checksum file name.
 pub const SUMS_FILE: &str = "SHA256SUMS";
 /// Index file name.

@@ -5,17 +5,17 @@
 //! Every other kind travels under one rule instead of one per kind: it is
 //! signed by the bundle key under its file name, covered by the signed
 //! manifest like every receipt, and listed in the index's `others` with its
-//! `predicateType`, a label and an outcome line and its subject digest, all
-//! recomputed from the receipt on verification. [`crate::kinds::describe`]
-//! is the one place that knows which kinds exist and how each is summarised;
-//! a re-run
+//! `predicateType`, the typed facts that summarise it and its subject
+//! digest, all recomputed from the receipt on verification.
+//! [`crate::kinds::describe`] is the one place that knows which kinds exist
+//! and which facts summarise each; a re-run
 //! (`--reproduce`) is the caller's, through
 //! [`ReproduceOtherFn`](super::verify::ReproduceOtherFn), since the
 //! evidence crate runs nothing.
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::kinds::{describe, OTHER_PREDICATE_TYPES};
+pub use crate::kinds::{describe, OtherFacts, OTHER_PREDICATE_TYPES};
 use crate::receipt::VerifiedStatement;
 
 /// A receipt of another kind as listed in `index.json`.
@@ -26,10 +26,8 @@ pub struct OtherEntry {
     pub file: String,
     /// Its `predicateType`.
     pub predicate_type: String,
-    /// What was run, in a few words.
-    pub label: String,
-    /// What it came to, in one line.
-    pub outcome: String,
+    /// What was run and what it came to.
+    pub facts: OtherFacts,
     /// Subject digest: canonical SHA-256 of the predicate.
     pub predicate_sha256: String,
 }
@@ -37,12 +35,10 @@ pub struct OtherEntry {
 impl OtherEntry {
     /// The entry for a verified statement of another kind stored at `file`.
     pub fn for_statement(file: &str, statement: &VerifiedStatement) -> Result<OtherEntry, String> {
-        let (label, outcome) = describe(statement)?;
         Ok(OtherEntry {
             file: file.to_string(),
             predicate_type: statement.predicate_type.clone(),
-            label,
-            outcome,
+            facts: describe(statement)?,
             predicate_sha256: statement.predicate_sha256.clone(),
         })
     }

@@ -5,7 +5,7 @@
 //! read once: only known files and strictly named receipts; the index; the
 //! key (the caller's trusted one, else the bundle's own); the signed
 //! manifest, whose subjects must be exactly the receipts present and the
-//! index; the README, which must be the one generated from the index; and
+//! index; the README, which must state what the index says; and
 //! finally each receipt's signature, its subject name against its file name,
 //! its index entry, and optionally a re-run of its probe comparing
 //! [`reproducible_digest`](crate::receipt::reproducible_digest)s (or, for
@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::index::{readme, BundleIndex, IndexEntry};
+use super::index::{BundleIndex, IndexEntry};
 use super::layout::{read_bundle, BundleFiles};
-use super::others::OtherEntry;
+use super::others::{OtherEntry, OtherFacts};
+use super::readme::check_readme;
 use super::{
     bundle_err, manifest, receipt_name_of, BUNDLE_FORMAT, INDEX_FILE, MANIFEST_FILE, README_FILE,
     SUMS_FILE,
@@ -27,7 +28,7 @@ use super::{
 use crate::canonical::sha256_hex;
 use crate::error::EvidenceError;
 use crate::keys::{PublicKey, PUBLIC_KEY_FILE};
-use crate::predicate::{PoisonMode, ProbeConfig, ProbePredicate, PREDICATE_TYPE};
+use crate::predicate::{ProbeConfig, ProbePredicate, PREDICATE_TYPE};
 use crate::receipt::{
     check_receipt_name, reproducible_digest, verify_statement, VerifiedReceipt, VerifiedStatement,
 };
@@ -94,10 +95,8 @@ pub struct VerifyOptions<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptOk {
     pub name: String,
-    /// `probe.name`, scale and fixes in a few words.
-    pub label: String,
-    /// The verdict's one-line outcome.
-    pub outcome: String,
+    /// What the receipt says, in the facts its index entry lists.
+    pub facts: ReceiptFacts,
     /// The probe was re-run and reproduced the receipt.
     pub reproduced: bool,
     /// `--reproduce` was asked but this receipt was not re-run, and why.
@@ -116,6 +115,16 @@ impl ReceiptOk {
     }
 }
 
+/// What a verified receipt says, as typed facts (the words crate renders
+/// them for a reader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiptFacts {
+    /// A probe run: its index entry.
+    Probe(Box<IndexEntry>),
+    /// A receipt of another kind.
+    Other(OtherFacts),
+}
+
 /// The result for one receipt (or one index entry without a receipt).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptLine {
@@ -124,11 +133,22 @@ pub struct ReceiptLine {
     pub result: Result<ReceiptOk, String>,
 }
 
+/// The line as facts (`ok    FILE  leak HTTP 200`); `kvw verify` prints
+/// the words crate's sentences instead.
 impl fmt::Display for ReceiptLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.result {
             Ok(ok) => {
-                write!(f, "ok    {}  {}: {}", self.file, ok.label, ok.outcome)?;
+                match &ok.facts {
+                    ReceiptFacts::Probe(e) => write!(
+                        f,
+                        "ok    {}  {} HTTP {}",
+                        self.file, e.verdict.outcome, e.verdict.http_status
+                    )?,
+                    ReceiptFacts::Other(o) => {
+                        write!(f, "ok    {}  {} {}", self.file, o.kind(), o.result())?
+                    }
+                }
                 if ok.reproduced {
                     write!(f, " [reproduced]")?;
                 }
@@ -332,15 +352,17 @@ pub fn verify_files_keeping(
         )));
     }
 
-    // 5. The README says what the index says.
+    // 5. The README states what the index says (its prose is not compared).
     let readme_bytes = contents
         .get(README_FILE)
         .ok_or_else(|| bundle_err(format!("no {README_FILE}")))?;
-    if readme_bytes.as_slice() != readme(&index).as_bytes() {
-        return Err(bundle_err(format!(
-            "{README_FILE} is not the one generated from {INDEX_FILE} (edited or stale)"
-        )));
-    }
+    let readme_text = std::str::from_utf8(readme_bytes)
+        .map_err(|_| bundle_err(format!("{README_FILE} is not UTF-8")))?;
+    check_readme(readme_text, &index).map_err(|e| {
+        bundle_err(format!(
+            "{README_FILE} does not state what {INDEX_FILE} says: {e}"
+        ))
+    })?;
 
     // 6. Receipts against the key and the index.
     let mut by_file: BTreeMap<&str, &IndexEntry> = BTreeMap::new();
@@ -445,8 +467,7 @@ fn check_receipt(
     }
     Ok(ReceiptOk {
         name: verified.name.clone(),
-        label: describe(&verified.predicate),
-        outcome: crate::render::outcome_line(&verified.predicate, crate::render::Lang::En),
+        facts: ReceiptFacts::Probe(Box::new(expected)),
         reproduced,
         not_rerun: None,
     })
@@ -486,35 +507,11 @@ fn check_other(
     };
     Ok(ReceiptOk {
         name: statement.name,
-        label: expected.label,
-        outcome: expected.outcome,
+        facts: ReceiptFacts::Other(expected.facts),
         reproduced: false,
         not_rerun: None,
     }
     .with_rerun(rerun))
-}
-
-/// A few words naming a run: probe, version, scale, poison mode and fixes,
-/// e.g. `incident v2 walkthrough fixes=none`.
-pub fn describe(p: &ProbePredicate) -> String {
-    let fixes = if p.config.fixes.is_empty() {
-        "none".to_string()
-    } else {
-        p.config
-            .fixes
-            .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let mut text = format!(
-        "{} v{} {} fixes={fixes}",
-        p.probe.name, p.probe.version, p.config.scale
-    );
-    if p.config.poison_on_free != PoisonMode::Off {
-        text.push_str(&format!(" poison-on-free={}", p.config.poison_on_free));
-    }
-    text
 }
 
 /// Top-level field names in which two index entries differ.

@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::index::{readme, BundleIndex, IndexEntry};
+use super::index::{BundleIndex, IndexEntry};
 use super::others::OtherEntry;
+use super::readme::readme;
 use super::{
     manifest, sums, BUNDLE_FORMAT, INDEX_FILE, MANIFEST_FILE, README_FILE, RECEIPTS_DIR, SUMS_FILE,
 };

@@ -146,16 +146,16 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
     let Some(step) = step else {
         return Either::Left(view! { <td data-label=label>"—"</td> });
     };
-    let sentences = kvw_evidence::render::step_sentences(&step, lang.render());
+    let sentences = kvw_words::probe::step_sentences(&step, lang.render());
     let state = step.state.map(|s| {
         format!(
             "{}: finished()={} · {} {} → {} · {}",
-            s.door,
+            kvw_words::probe::door_name(s.door),
             if s.finished { "True" } else { "False" },
             lang.pick("prompt", "prompt"),
             s.original_prompt_len,
             s.origin_input_len,
-            s.decision
+            kvw_words::probe::decision(s.decision, lang.render())
         )
     });
     let pages = step.pages.map(|v| {
@@ -228,7 +228,7 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
         format!(
             "HTTP {} · {}",
             p.verdict.http_status,
-            kvw_evidence::render::outcome_line(p, lang.render())
+            kvw_words::probe::outcome_line(p, lang.render())
         )
     };
     view! {

@@ -30,7 +30,7 @@ pub fn ResponseView(verdict: Verdict, tenant: Option<String>, lang: Lang) -> imp
             <p class="http">
                 <span class=if ok { "status s200" } else { "status s4xx" }>{format!("HTTP {}", verdict.http_status)}</span>
                 " "
-                <span class="latency">{format!("{} s", kvw_evidence::render::seconds(verdict.latency_us))}</span>
+                <span class="latency">{format!("{} s", kvw_words::probe::seconds(verdict.latency_us))}</span>
             </p>
             <pre class="response-text" aria-label=lang.pick("Response text", "Testo della risposta")>{parts}</pre>
             {(!verdict.canaries_leaked.is_empty()).then(|| view! {

@@ -1,7 +1,7 @@
 //! Links from a step to pinned upstream lines and the engine's own source.
 
-use kvw_evidence::source_words::{source_label as label_in, SourceLabel};
 use kvw_evidence::{SourceOrigin, SourceRef};
+use kvw_words::source::{source_label as label_in, SourceLabel};
 use leptos::either::Either;
 use leptos::prelude::*;
 

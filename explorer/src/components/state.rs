@@ -5,13 +5,10 @@
 //! upstream does and calls out that contradiction in words.
 
 use kvw_evidence::ReqState;
+use kvw_words::probe::{decision, door_name, finish_reason_or_none};
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
-
-fn or_none(v: &Option<String>) -> String {
-    v.clone().unwrap_or_else(|| "None".to_string())
-}
 
 #[component]
 pub fn StateTable(state: ReqState, lang: Lang) -> impl IntoView {
@@ -21,11 +18,11 @@ pub fn StateTable(state: ReqState, lang: Lang) -> impl IntoView {
         <table class="state">
             <caption>
                 {lang.pick("Request state at ", "Stato della richiesta a ")}
-                <code>{state.door.clone()}</code>
+                <code>{door_name(state.door)}</code>
             </caption>
             <tbody>
-                <tr><th scope="row"><code>"to_finish"</code></th><td><code>{or_none(&state.to_finish)}</code></td></tr>
-                <tr><th scope="row"><code>"finished_reason"</code></th><td><code>{or_none(&state.finished_reason)}</code></td></tr>
+                <tr><th scope="row"><code>"to_finish"</code></th><td><code>{finish_reason_or_none(state.to_finish.as_ref())}</code></td></tr>
+                <tr><th scope="row"><code>"finished_reason"</code></th><td><code>{finish_reason_or_none(state.finished_reason.as_ref())}</code></td></tr>
                 <tr class:alert=pending>
                     <th scope="row"><code>"finished()"</code></th>
                     <td><code>{if state.finished { "True" } else { "False" }}</code></td>
@@ -34,7 +31,7 @@ pub fn StateTable(state: ReqState, lang: Lang) -> impl IntoView {
                     <th scope="row">{lang.pick("Prompt length (sent → now)", "Lunghezza del prompt (inviata → ora)")}</th>
                     <td>{format!("{} → {}", state.original_prompt_len, state.origin_input_len)}</td>
                 </tr>
-                <tr><th scope="row">{lang.pick("Decision", "Decisione")}</th><td><strong class="decision">{state.decision.clone()}</strong></td></tr>
+                <tr><th scope="row">{lang.pick("Decision", "Decisione")}</th><td><strong class="decision">{decision(state.decision, lang.render())}</strong></td></tr>
             </tbody>
         </table>
         {pending.then(|| view! {

@@ -2,7 +2,7 @@
 //! the static HTML, so the page works as a long document without scripts and
 //! as a one-step-at-a-time stepper with them.
 
-use kvw_evidence::render;
+use kvw_words::probe;
 use std::sync::Arc;
 
 use kvw_evidence::{Event, ProbePredicate, Verdict};
@@ -41,7 +41,7 @@ fn Events(events: Vec<Event>, lang: Lang) -> impl IntoView {
             <summary>{lang.pick("Events", "Eventi")}" ("{events.len()}")"</summary>
             <ol>
                 {events.into_iter().map(|e| view! {
-                    <li>{render::event_line(&e, lang.render())}</li>
+                    <li>{probe::event_line(&e, lang.render())}</li>
                 }).collect_view()}
             </ol>
         </details>
@@ -58,8 +58,8 @@ pub fn StepView(run: Arc<ProbePredicate>, index: usize, cx: StepContext) -> impl
     let title_id = format!("step-{n}-title");
     let labelled_by = title_id.clone();
     let name = lang.step_name(n);
-    let sentences = render::step_sentences(step, lang.render());
-    let provenance = render::step_provenance(step);
+    let sentences = probe::step_sentences(step, lang.render());
+    let provenance = probe::step_provenance(step);
     let state = step
         .state
         .clone()

@@ -2,11 +2,12 @@
 //! keyed by the scenario's name.
 //!
 //! A scenario receipt names its scenario; the words about it live here, next
-//! to the renderer ([`crate::scenario_render::scenario_text`]), so a page in
+//! to the renderer ([`scenario_text`]), so a page in
 //! either language reads them in its own. The engine's tests check that every
 //! scenario it defines has an entry.
 
-use crate::scenario_render::ScenarioText;
+use super::said::Said;
+use crate::Lang;
 
 const PR_38935: (&str, &str) = ("PR #38935", "PR #38935");
 const PR_38935_DOOR: (&str, &str) = (
@@ -349,4 +350,30 @@ mod tests {
             }
         }
     }
+}
+
+/// A scenario's own words: what it is, and what closes it. Code inside
+/// them is marked with backticks.
+#[derive(Debug, Clone, Copy)]
+pub struct ScenarioText {
+    pub name: &'static str,
+    /// (English, Italian).
+    pub description: (&'static str, &'static str),
+    /// (English, Italian).
+    pub closed_by: (&'static str, &'static str),
+}
+
+impl ScenarioText {
+    pub fn description(&self, lang: Lang) -> Said {
+        Said::marked(lang.pick(self.description.0, self.description.1))
+    }
+
+    pub fn closed_by(&self, lang: Lang) -> Said {
+        Said::marked(lang.pick(self.closed_by.0, self.closed_by.1))
+    }
+}
+
+/// The words of scenario `name`, if it is one this renderer knows.
+pub fn scenario_text(name: &str) -> Option<&'static ScenarioText> {
+    SCENARIOS.iter().find(|t| t.name == name)
 }

@@ -9,9 +9,9 @@
 //! keyed by the signed label. A label the table does not know (a receipt
 //! from another engine version) is shown as signed, marked as English.
 //!
-//! [`SourceRef`]: crate::predicate::SourceRef
+//! [`SourceRef`]: kvw_evidence::predicate::SourceRef
 
-use crate::render::Lang;
+use crate::Lang;
 
 /// A source label as a page shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

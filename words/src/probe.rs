@@ -1,58 +1,19 @@
-//! Sentences rendered from a receipt's facts, in English and Italian.
+//! Sentences about a probe run, rendered from its receipt's facts, in
+//! English and Italian.
 //!
 //! Receipts sign facts (typed events and claims), never prose. The command
 //! line and the explorer both call this module, so a reader sees the same
 //! sentence wherever a receipt is shown, and the Italian page is Italian
 //! throughout. It is plain string formatting: no I/O, and it builds for
-//! wasm32 with the rest of the crate.
+//! wasm32.
 
-use crate::predicate::{
-    AbortCause, AssumptionId, Claim, DoorDecision, DoorName, Event, EventKind, Outcome, PoisonMode,
-    PollResult, ProbePredicate, Provenance, ResourceAction, ResourceKind, Step, StopCause, Worker,
+use crate::lang::say;
+pub use crate::lang::Lang;
+use kvw_evidence::predicate::{
+    AbortCause, AssumptionId, Claim, DoorDecision, DoorName, Event, EventKind, FinishReason,
+    Outcome, PoisonMode, PollResult, ProbePredicate, Provenance, ResourceAction, ResourceKind,
+    Step, StopCause, Worker,
 };
-
-/// A reader's language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lang {
-    En,
-    It,
-}
-
-#[cfg(all(feature = "only-en", feature = "only-it"))]
-compile_error!("features `only-en` and `only-it` exclude each other");
-
-impl Lang {
-    /// The language text comes out in: `self`, unless the crate is built for
-    /// one language only (feature `only-en` or `only-it`, as the browser
-    /// builds are, one per language), when every sentence of the other
-    /// language is compiled out.
-    pub const fn spoken(self) -> Lang {
-        if cfg!(feature = "only-en") {
-            Lang::En
-        } else if cfg!(feature = "only-it") {
-            Lang::It
-        } else {
-            self
-        }
-    }
-
-    /// Pick the text of this language.
-    pub fn pick<'a>(self, en: &'a str, it: &'a str) -> &'a str {
-        match self.spoken() {
-            Lang::En => en,
-            Lang::It => it,
-        }
-    }
-}
-
-macro_rules! say {
-    ($lang:expr, $en:literal, $it:literal $(, $arg:ident = $val:expr)* $(,)?) => {
-        match $lang.spoken() {
-            Lang::En => format!($en $(, $arg = $val)*),
-            Lang::It => format!($it $(, $arg = $val)*),
-        }
-    };
-}
 
 /// Name of step `n` (1..=7).
 pub fn step_name(n: u8, lang: Lang) -> &'static str {
@@ -161,16 +122,6 @@ fn resource_action(a: ResourceAction, lang: Lang) -> &'static str {
             "sender.abort() raised; cleanup went on",
             "sender.abort() ha sollevato un errore; la pulizia è proseguita",
         ),
-    }
-}
-
-fn decision(d: DoorDecision, lang: Lang) -> &'static str {
-    match d {
-        DoorDecision::Admitted => lang.pick("admitted", "ammessa"),
-        DoorDecision::Retired => lang.pick("retired", "ritirata"),
-        DoorDecision::Dropped => lang.pick("dropped", "scartata"),
-        DoorDecision::SentLastChunk => lang.pick("last chunk sent", "ultimo chunk inviato"),
-        DoorDecision::Aborted => lang.pick("aborted", "interrotta"),
     }
 }
 
@@ -381,7 +332,35 @@ pub fn outcome_line(p: &ProbePredicate, lang: Lang) -> String {
         .requests
         .iter()
         .find(|r| r.probed)
-        .map_or("?", |r| r.tenant.as_str());
+        .map(|r| r.tenant.as_str());
+    verdict_line(
+        &Verdict {
+            outcome: v.outcome,
+            http_status: v.http_status,
+            foreign_pages_read: v.foreign_pages_read,
+            tenant: me,
+            tenants_leaked: &v.tenants_leaked,
+            latency_us: v.latency_us,
+        },
+        lang,
+    )
+}
+
+/// The facts [`verdict_line`] says, wherever they come from (a receipt, or
+/// a bundle index's summary of one).
+pub struct Verdict<'a> {
+    pub outcome: Outcome,
+    pub http_status: u16,
+    pub foreign_pages_read: u64,
+    /// Tenant of the probed request.
+    pub tenant: Option<&'a str>,
+    pub tenants_leaked: &'a [String],
+    pub latency_us: u64,
+}
+
+/// One line for a run's verdict.
+pub fn verdict_line(v: &Verdict<'_>, lang: Lang) -> String {
+    let me = v.tenant.unwrap_or("?");
     let status = v.http_status;
     let foreign = v.foreign_pages_read;
     match v.outcome {
@@ -409,6 +388,34 @@ pub fn outcome_line(p: &ProbePredicate, lang: Lang) -> String {
                 say!(lang, "No leak: HTTP {status} at once.", "Nessuna fuga: HTTP {status} subito.", status = status)
             }
         }
+    }
+}
+
+/// A finish reason as upstream's `repr` shows it, e.g.
+/// `FINISH_ABORT(status=400, "Input length …")`.
+pub fn finish_reason(r: &FinishReason) -> String {
+    match r {
+        FinishReason::Length { length } => format!("FINISH_LENGTH(length={length})"),
+        FinishReason::Abort {
+            status_code,
+            message,
+        } => format!("FINISH_ABORT(status={status_code}, {message:?})"),
+    }
+}
+
+/// An optional finish reason, `None` when empty (as Python prints it).
+pub fn finish_reason_or_none(r: Option<&FinishReason>) -> String {
+    r.map_or_else(|| "None".to_string(), finish_reason)
+}
+
+/// What a door decided, in words.
+pub fn decision(d: DoorDecision, lang: Lang) -> &'static str {
+    match d {
+        DoorDecision::Admitted => lang.pick("admitted", "ammessa"),
+        DoorDecision::Retired => lang.pick("retired", "ritirata"),
+        DoorDecision::Dropped => lang.pick("dropped", "scartata"),
+        DoorDecision::SentLastChunk => lang.pick("last chunk sent", "ultimo chunk inviato"),
+        DoorDecision::Aborted => lang.pick("aborted", "interrotta"),
     }
 }
 
@@ -466,7 +473,7 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             "{w}: {door}: finished()={f}, to_finish={t} → {d}",
             "{w}: {door}: finished()={f}, to_finish={t} → {d}",
             w = worker(*w, lang), door = door_name(*door), f = state.finished,
-            t = state.to_finish.as_deref().unwrap_or("None"), d = decision(*d, lang)),
+            t = finish_reason_or_none(state.to_finish.as_ref()), d = decision(*d, lang)),
         EventKind::Bootstrap { worker: w, room, metadata_buffer } => say!(lang,
             "{w}: KV endpoint for room {room}, metadata buffer {metadata_buffer}",
             "{w}: endpoint KV per la stanza {room}, metadata buffer {metadata_buffer}",

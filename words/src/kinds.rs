@@ -1,0 +1,111 @@
+//! What a receipt of another kind (model check, scenario, gates, fuzz,
+//! audit) is and what it came to, in a few words, from its facts.
+
+use kvw_evidence::audit::GateResult;
+use kvw_evidence::kinds::{status_name, OtherFacts};
+use kvw_evidence::predicate::Fix;
+
+use crate::Lang;
+
+/// The switches as `a,b`, or `none`.
+fn fixes(fixes: &[Fix]) -> String {
+    if fixes.is_empty() {
+        return "none".into();
+    }
+    fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")
+}
+
+/// What was run, in a few words.
+pub fn label(f: &OtherFacts) -> String {
+    match f {
+        OtherFacts::ModelCheck {
+            requests,
+            tenants,
+            decode_pages,
+            fixes: on,
+            ..
+        } => format!(
+            "model check, {requests} request(s), {tenants} tenant(s), {decode_pages} decode pages, fixes={}",
+            fixes(on)
+        ),
+        OtherFacts::Scenario {
+            scenario,
+            fixes: on,
+            ..
+        } => format!("scenario {scenario} fixes={}", fixes(on)),
+        OtherFacts::Gates { fixes: on, .. } => format!("gates fixes={}", fixes(on)),
+        OtherFacts::Fuzz {
+            fixes: on,
+            seed,
+            runs,
+            ..
+        } => format!("fuzz fixes={} seed={seed} runs={runs}", fixes(on)),
+        OtherFacts::Audit {
+            gate,
+            endpoint,
+            exchanges,
+            ..
+        } => format!("audit {gate} of {endpoint} ({exchanges} exchanges)"),
+    }
+}
+
+/// What it came to, in one line (English).
+pub fn outcome(f: &OtherFacts) -> String {
+    match f {
+        OtherFacts::ModelCheck {
+            all_hold,
+            violated,
+            unique_states,
+            max_depth,
+            complete,
+            ..
+        } => {
+            let verdict = if *all_hold {
+                "every property holds".to_string()
+            } else if violated.is_empty() {
+                "not every property was decided or witnessed".to_string()
+            } else {
+                format!("violated: {}", violated.join(", "))
+            };
+            format!(
+                "{verdict} ({unique_states} unique states, depth {max_depth}{})",
+                if *complete {
+                    ""
+                } else {
+                    ", search stopped early"
+                }
+            )
+        }
+        OtherFacts::Scenario { status, why, .. } => format!(
+            "{}: {}",
+            status_name(*status),
+            crate::scenario::why(why, Lang::En)
+        ),
+        OtherFacts::Gates {
+            rows,
+            pass,
+            fail,
+            not_exercised,
+            ..
+        } => format!("{pass} of {rows} rows pass, {fail} fail, {not_exercised} not exercised"),
+        OtherFacts::Fuzz {
+            violating_runs,
+            shrunk,
+            ..
+        } => match shrunk {
+            Some(c) => format!(
+                "{violating_runs} violating run(s); shrunk to {} request(s): {}",
+                c.requests, c.invariant
+            ),
+            None => "no invariant broken".into(),
+        },
+        OtherFacts::Audit { result, reason, .. } => {
+            let result = match result {
+                GateResult::Pass => "pass",
+                GateResult::Fail => "fail",
+                GateResult::Inconclusive => "inconclusive",
+            };
+            format!("{result}: {reason}")
+        }
+    }
+}
