@@ -86,6 +86,17 @@ pub enum OtherFacts {
         result: GateResult,
         reason: String,
     },
+    /// One case of the upstream differential on one SGLang release: how
+    /// many compared fields agree, differ with a stated reason, differ
+    /// unexplained, or do not apply.
+    UpstreamRun {
+        case: String,
+        release: String,
+        agree: u64,
+        explained: u64,
+        differ: u64,
+        not_applicable: u64,
+    },
 }
 
 /// A randomized run's shrunk counterexample, in brief.
@@ -107,6 +118,7 @@ impl OtherFacts {
             OtherFacts::Gates { .. } => "gates",
             OtherFacts::Fuzz { .. } => "fuzz",
             OtherFacts::Audit { .. } => "audit",
+            OtherFacts::UpstreamRun { .. } => "upstream_run",
         }
     }
 
@@ -129,6 +141,8 @@ impl OtherFacts {
                 GateResult::Fail => "fail".into(),
                 GateResult::Inconclusive => "inconclusive".into(),
             },
+            OtherFacts::UpstreamRun { differ, .. } if *differ > 0 => "differ".into(),
+            OtherFacts::UpstreamRun { .. } => "agree".into(),
         }
     }
 }
@@ -204,10 +218,15 @@ pub fn describe(statement: &VerifiedStatement) -> Result<OtherFacts, String> {
         }
         UPSTREAM_RUN_PREDICATE_TYPE => {
             let p: UpstreamRunPredicate = statement.parse().map_err(e)?;
-            Ok((
-                format!("upstream run {} on SGLang {}", p.case, p.release),
-                p.summary(),
-            ))
+            let t = p.totals();
+            Ok(OtherFacts::UpstreamRun {
+                agree: count(t.agree),
+                explained: count(t.explained),
+                differ: count(t.differ),
+                not_applicable: count(t.not_applicable),
+                case: p.case,
+                release: p.release,
+            })
         }
         other => Err(format!(
             "unknown predicate type {other:?}: not one a bundle carries beside probe runs (known: {})",

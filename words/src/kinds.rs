@@ -46,6 +46,9 @@ pub fn label(f: &OtherFacts) -> String {
             exchanges,
             ..
         } => format!("audit {gate} of {endpoint} ({exchanges} exchanges)"),
+        OtherFacts::UpstreamRun { case, release, .. } => {
+            format!("upstream run {case} on SGLang {release}")
+        }
     }
 }
 
@@ -107,5 +110,14 @@ pub fn outcome(f: &OtherFacts) -> String {
             };
             format!("{result}: {reason}")
         }
+        OtherFacts::UpstreamRun {
+            agree,
+            explained,
+            differ,
+            not_applicable,
+            ..
+        } => format!(
+            "{agree} agree, {explained} differ with the reason given, {differ} differ unexplained, {not_applicable} n.a."
+        ),
     }
 }
