@@ -33,7 +33,9 @@ pub struct AuditArgs {
     /// KV pool in tokens, when the server does not say.
     #[arg(long)]
     pub pool_tokens: Option<u64>,
-    /// Tokenizer assumption: characters per token of the audit's text.
+    /// Characters per token assumed when the server counts no tokens (no
+    /// /tokenize, no usage.prompt_tokens); recorded as an assumption, and no
+    /// gate fails on a size only assumed.
     #[arg(long, default_value_t = 1.0)]
     pub chars_per_token: f64,
     /// max_tokens of the audit's completions.

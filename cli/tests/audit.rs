@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use kvw_evidence::audit::{AuditPredicate, GateResult};
+use kvw_evidence::audit::{AuditPredicate, GateResult, SizeSource};
 
 const KVW: &str = env!("CARGO_BIN_EXE_kvw");
 
@@ -156,6 +156,16 @@ fn pre_fix_isolation_fails_naming_the_canary_and_post_fix_passes_every_gate() {
     }
     assert!(a.receipts.iter().all(|r| r.result == GateResult::Pass));
     assert_eq!(gate(&a, "capacity")["evidence"]["status"], 400);
+    // The server's own /tokenize sized the prompts the refusals rest on.
+    for (g, purpose) in [
+        ("capacity", "beyond the pool"),
+        ("status", "past the context"),
+    ] {
+        let r = a.receipts.iter().find(|r| r.gate == g).unwrap();
+        let p = r.prompts.iter().find(|p| p.purpose == purpose).unwrap();
+        assert_eq!(p.measured_by, SizeSource::Tokenize, "{p:?}");
+        assert_eq!(p.tokens, p.chars, "one token per character: {p:?}");
+    }
 }
 
 #[test]

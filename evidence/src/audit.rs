@@ -6,16 +6,19 @@
 //! status a rejected prompt got) and every request and response it relied
 //! on, with API keys replaced by tenant labels. It travels in the same
 //! DSSE/in-toto envelope as every receipt, under [`AUDIT_PREDICATE_TYPE`];
-//! the committed JSON Schema is `evidence/schema/audit-predicate.v1.schema.json`.
+//! the committed JSON Schema is `evidence/schema/audit-predicate.v2.schema.json`.
+//!
+//! Version 2 adds [`AuditPredicate::prompts`]: the size of every prompt a
+//! gate relies on, in the server's own tokens, and how it was counted.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `predicateType` of an audit receipt.
-pub const AUDIT_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/audit/v1";
+pub const AUDIT_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/audit/v2";
 
 /// Path of the committed schema, relative to the crate root.
-pub const AUDIT_SCHEMA_PATH: &str = "schema/audit-predicate.v1.schema.json";
+pub const AUDIT_SCHEMA_PATH: &str = "schema/audit-predicate.v2.schema.json";
 
 /// The gates `kvw audit` runs.
 pub const GATES: [&str; 4] = ["capacity", "isolation", "status", "prefix-cache"];
@@ -45,8 +48,38 @@ pub struct AuditPredicate {
     pub reason: String,
     /// Gate-specific measured facts (p-value, effect size, leaked canaries...).
     pub evidence: serde_json::Value,
+    /// The size of every prompt the gate relied on, and how it was counted.
+    pub prompts: Vec<PromptSize>,
     /// Every exchange the gate relied on, in the order they were sent.
     pub exchanges: Vec<Exchange>,
+}
+
+/// How a prompt's size in tokens was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SizeSource {
+    /// The server's tokenizer endpoint (`POST /tokenize`) counted this prompt.
+    Tokenize,
+    /// The server's `usage.prompt_tokens` in its answer to this prompt.
+    Usage,
+    /// Scaled from a calibration sample the server counted itself.
+    Calibrated,
+    /// `--chars-per-token`: an assumption, no count of the server's.
+    Assumed,
+}
+
+/// One prompt a gate sent, sized in the server's tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSize {
+    /// What the prompt is for ("past the context", "beyond the pool", ...).
+    pub purpose: String,
+    pub chars: u64,
+    /// Its size in tokens, as [`PromptSize::measured_by`] says.
+    pub tokens: u64,
+    pub measured_by: SizeSource,
+    /// The count behind it, in words (endpoint and field, or the sample).
+    pub how: String,
 }
 
 /// One request and its response.
@@ -149,6 +182,13 @@ fn consistent(p: &AuditPredicate) -> Result<(), String> {
             }
         }
         "capacity" => {
+            let assumed = p
+                .prompts
+                .iter()
+                .all(|s| s.measured_by == SizeSource::Assumed);
+            if result == GateResult::Fail && assumed {
+                return Err("result fail on a prompt size that was only assumed".into());
+            }
             let status = ev.get("status").and_then(serde_json::Value::as_u64);
             if result == GateResult::Pass && status.is_some_and(|s| !(400..500).contains(&s)) {
                 return Err(format!(
@@ -209,6 +249,7 @@ mod tests {
             auditor_version: "0".into(),
             reason: "t1 got t0's canary".into(),
             evidence: serde_json::json!({"leaks": [{"canary": "CANARY-t0-1"}]}),
+            prompts: vec![],
             exchanges: vec![],
         }
     }
@@ -246,6 +287,21 @@ mod tests {
         timing.evidence = serde_json::json!({"p_value": 0.5, "alpha": 0.01});
         assert!(parse(&timing).is_ok());
         assert!(parse(&predicate("isolation")).is_ok());
+        let mut capacity = predicate("capacity");
+        capacity.evidence = serde_json::json!({"status": 200});
+        capacity.prompts = vec![PromptSize {
+            purpose: "beyond the pool".into(),
+            chars: 6000,
+            tokens: 6000,
+            measured_by: SizeSource::Assumed,
+            how: "assumed".into(),
+        }];
+        assert!(parse(&capacity)
+            .unwrap_err()
+            .to_string()
+            .contains("assumed"));
+        capacity.prompts[0].measured_by = SizeSource::Usage;
+        assert!(parse(&capacity).is_ok());
     }
 
     #[test]

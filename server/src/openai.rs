@@ -1,6 +1,6 @@
 //! The OpenAI-compatible endpoint: `/v1/models`, `/v1/completions`,
 //! `/v1/chat/completions` (plain and SSE streaming), SGLang's
-//! `/get_server_info`, and `/healthz`.
+//! `/get_server_info`, vLLM's `/tokenize`, and `/healthz`.
 //!
 //! The bearer key names the tenant ([`crate::keys`]). Every refusal uses the
 //! OpenAI error shape ([`crate::api_error`]); the body is parsed by hand so
@@ -83,6 +83,7 @@ pub fn router(state: Arc<OpenAi>) -> Router {
         .route("/get_server_info", get(server_info))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/tokenize", post(tokenize))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(guard, crate::guard::guard))
         // Added after the guard: a health check needs no key.
@@ -234,25 +235,49 @@ async fn completions(
     let ask = (|| {
         tenant(&s, &headers)?;
         let map = parse_body(body)?;
-        let prompt = match map.get("prompt") {
-            Some(Value::String(p)) => p.clone(),
-            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-                a[0].as_str().unwrap_or_default().to_string()
-            }
-            Some(_) => {
-                return Err(ApiError::bad_request(
-                    "'prompt' must be a string (or a list of one string)",
-                )
-                .param("prompt"))
-            }
-            None => {
-                return Err(ApiError::bad_request("missing required field 'prompt'").param("prompt"))
-            }
-        };
+        let prompt = prompt_of(&map)?;
         common(&s, &map, prompt, "max_tokens")
     })();
     match ask {
         Ok(ask) => run(&s, &headers, ask, Kind::Completion).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The `prompt` of a completion or tokenize request.
+fn prompt_of(map: &serde_json::Map<String, Value>) -> Result<String, ApiError> {
+    match map.get("prompt") {
+        Some(Value::String(p)) => Ok(p.clone()),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            Ok(a[0].as_str().unwrap_or_default().to_string())
+        }
+        Some(_) => Err(ApiError::bad_request(
+            "'prompt' must be a string (or a list of one string)",
+        )
+        .param("prompt")),
+        None => Err(ApiError::bad_request("missing required field 'prompt'").param("prompt")),
+    }
+}
+
+/// vLLM's `POST /tokenize` (`{"model", "prompt"}` → `count`, `tokens`,
+/// `max_model_len`): the prompt's tokens as the engine counts them.
+async fn tokenize(
+    State(s): State<Arc<OpenAi>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let tokens = (|| {
+        tenant(&s, &headers)?;
+        let prompt = prompt_of(&parse_body(body)?)?;
+        Ok::<_, ApiError>(kvw_engine::model::encode(&prompt))
+    })();
+    match tokens {
+        Ok(t) => Json(json!({
+            "count": t.len(),
+            "max_model_len": s.service.shape.context_len,
+            "tokens": t,
+        }))
+        .into_response(),
         Err(e) => e.into_response(),
     }
 }

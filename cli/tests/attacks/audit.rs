@@ -661,7 +661,7 @@ pub fn receipt_cases() -> Vec<crate::harness::Case> {
             let predicate = serde_json::json!({
                 "gate": gate, "result": result, "endpoint": "http://127.0.0.1:1",
                 "auditor_version": "0", "reason": "all good", "evidence": evidence,
-                "exchanges": [],
+                "prompts": [], "exchanges": [],
             });
             let statement = kvw_evidence::statement::Statement::for_predicate(
                 &format!("{gate}.receipt.json"),

@@ -1116,6 +1116,7 @@ fn audit_receipt(w: &Work, rel: &str, reason: &str) {
         auditor_version: "0".into(),
         reason: reason.into(),
         evidence: json!({"leaks": [{"canary": "CANARY-t0-1"}]}),
+        prompts: vec![],
         exchanges: vec![],
     };
     let name = rel.rsplit('/').next().unwrap();

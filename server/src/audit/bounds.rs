@@ -7,7 +7,8 @@
 //! needs them is inconclusive and says why), every prompt the gates build
 //! fits [`MAX_REQUEST_BYTES`], and a response body is read up to
 //! [`MAX_RESPONSE_BYTES`]. With the request count (`--max-requests`), the
-//! audit's time (`--max-seconds`) and at most [`MAX_TENANTS`] keys, that
+//! audit's time (`--max-seconds`), at most [`MAX_FIT_STEPS`] counts per
+//! fitted prompt and at most [`MAX_TENANTS`] keys, that
 //! bounds the audit's memory and time whatever the server says or sends.
 
 /// Largest context or KV pool, in tokens, the audit believes: 2^24
@@ -20,6 +21,9 @@ pub const MAX_REQUEST_BYTES: usize = 8 << 20;
 /// Most bytes of one response body the audit reads: 2 MiB. What came
 /// before the cut is kept and searched.
 pub const MAX_RESPONSE_BYTES: usize = 2 << 20;
+
+/// Most `/tokenize` counts spent fitting one prompt to the size a gate needs.
+pub const MAX_FIT_STEPS: usize = 6;
 
 /// Most tenants (keys) of one audit.
 pub const MAX_TENANTS: usize = 16;

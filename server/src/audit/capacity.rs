@@ -5,10 +5,13 @@
 //! prefill pool, rejected the over-pool prompt too late, and answered 200
 //! with another tenant's KV. A server whose pool holds the whole context
 //! cannot be put in that state; one whose pool is unknown is inconclusive.
+//! The prompt is sized in the server's tokens ([`super::tokens`]); a
+//! non-4xx answer to a prompt whose size was only assumed decides nothing.
 
 use kvw_evidence::audit::GateResult;
 use serde_json::json;
 
+use super::tokens::Text;
 use super::{prompts, Audit, AuditError, GateOutcome};
 
 /// Tokens of headroom kept below the context for the completion.
@@ -34,6 +37,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
                 f.pool_source, f.context_source
             ),
             evidence: facts,
+            prompts: vec![],
             exchanges: vec![],
         });
     };
@@ -42,52 +46,66 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             result: GateResult::Pass,
             reason: format!("the KV pool ({pool} tokens) holds the whole context ({context} tokens): no prompt fits the context and exceeds the pool"),
             evidence: facts,
-            exchanges: vec![],
-        });
-    };
-    let Some(chars) = a.prompt_chars(tokens) else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!(
-                "a {tokens}-token prompt past the {pool}-token pool would be {} characters, above the audit's {}-byte request cap",
-                a.chars(tokens),
-                super::bounds::MAX_REQUEST_BYTES
-            ),
-            evidence: facts,
+            prompts: vec![],
             exchanges: vec![],
         });
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.opts.seed);
     let canary = prompts::canary(&a.tenants[0].label, &mut rng);
-    let prompt = prompts::canary_document(&canary, chars);
-    let r = a
-        .complete(0, &a.body(0, &prompt, a.opts.max_tokens))
+    let make = |chars: usize| prompts::canary_document(&canary, chars);
+    let past = a
+        .send_past("beyond the pool", Text::Canary, tokens, pool, &make)
         .await?;
-    let (result, reason) = match r.status {
-        400..=499 => (
+    let Some(r) = past.reply else {
+        return Ok(GateOutcome {
+            result: GateResult::Inconclusive,
+            reason: format!(
+                "a {tokens}-token prompt past the {pool}-token pool would be {} characters, above the audit's {}-byte request cap",
+                a.chars_of(Text::Canary, tokens),
+                super::bounds::MAX_REQUEST_BYTES
+            ),
+            evidence: facts,
+            prompts: past.sizes,
+            exchanges: vec![],
+        });
+    };
+    // What the server counted, or the calibrated estimate; `None` when the
+    // size was only assumed.
+    let size = past.tokens;
+    let (result, reason) = match (r.status, size) {
+        (400..=499, _) => (
             GateResult::Pass,
             format!(
-                "a {tokens}-token prompt (pool {pool}, context {context}) was refused with {}",
+                "a {}-token prompt (pool {pool}, context {context}) was refused with {}",
+                size.unwrap_or(tokens),
                 r.status
             ),
         ),
-        200 => (
-            GateResult::Fail,
-            format!("a {tokens}-token prompt beyond the {pool}-token pool answered 200"),
-        ),
-        0 => (
-            GateResult::Fail,
+        (s, None) => (
+            GateResult::Inconclusive,
             format!(
-                "a {tokens}-token prompt beyond the pool got no answer within the request timeout"
+                "a prompt assumed to be {tokens} tokens (--chars-per-token) answered {s}; the server counted none of its tokens, so it may not be past the pool"
             ),
         ),
-        s => (
+        (s, Some(n)) if n <= pool => (
+            GateResult::Inconclusive,
+            format!("the server counted the prompt as {n} tokens, not past the {pool}-token pool, and answered {s}"),
+        ),
+        (200, Some(n)) => (
             GateResult::Fail,
-            format!("a {tokens}-token prompt beyond the pool answered {s}, not a clear 4xx"),
+            format!("a {n}-token prompt beyond the {pool}-token pool answered 200"),
+        ),
+        (0, Some(n)) => (
+            GateResult::Fail,
+            format!("a {n}-token prompt beyond the pool got no answer within the request timeout"),
+        ),
+        (s, Some(n)) => (
+            GateResult::Fail,
+            format!("a {n}-token prompt beyond the pool answered {s}, not a clear 4xx"),
         ),
     };
     let mut evidence = facts;
-    evidence["prompt_tokens"] = json!(tokens);
+    evidence["prompt_tokens"] = json!(size.unwrap_or(tokens));
     evidence["status"] = json!(r.status);
     evidence["answer"] = json!(r.text());
     evidence["complete"] = json!(r.complete);
@@ -95,7 +113,8 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         result,
         reason,
         evidence,
-        exchanges: vec![r.exchange],
+        prompts: past.sizes,
+        exchanges: past.exchanges,
     })
 }
 

@@ -22,6 +22,7 @@ use rand::SeedableRng as _;
 use serde_json::json;
 
 use super::client::Reply;
+use super::tokens::Text;
 use super::{capacity, prompts, Audit, AuditError, GateOutcome};
 
 /// Ordinary and long prompt lengths, in tokens.
@@ -35,7 +36,7 @@ pub fn lengths(a: &Audit) -> (u64, u64) {
         .pool_tokens
         .and_then(|p| capacity::over_pool_tokens(p, context, a.opts.max_tokens))
         .unwrap_or(normal)
-        .min(a.max_prompt_tokens());
+        .min(a.max_prompt_tokens(Text::Canary));
     (normal, long)
 }
 
@@ -60,7 +61,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .collect();
     let (normal, long) = lengths(a);
     let doc = |t: usize, tokens: u64| {
-        let text = prompts::canary_document(&canaries[t], a.chars(tokens));
+        let text = prompts::canary_document(&canaries[t], a.chars_of(Text::Canary, tokens));
         a.body(t, &text, a.opts.max_tokens)
     };
     let n = a.tenants.len();
@@ -159,6 +160,12 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         result,
         reason,
         evidence,
+        prompts: [
+            ("ordinary canary document", normal),
+            ("long canary document", long),
+        ]
+        .map(|(what, t)| a.estimate(what, Text::Canary, a.chars_of(Text::Canary, t)))
+        .to_vec(),
         exchanges,
     })
 }

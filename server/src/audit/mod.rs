@@ -1,7 +1,8 @@
 //! `kvw audit`: black-box isolation gates against any OpenAI-compatible
 //! endpoint, one module per gate.
 //!
-//! The audit discovers what it can ([`discover`]), then runs [`capacity`],
+//! The audit discovers what it can ([`discover`]), calibrates its prompt
+//! sizes against the server's own token counts ([`tokens`]), then runs [`capacity`],
 //! [`isolation`], [`status`] and [`prefix_cache`] in that order. Each gate
 //! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
 //! every exchange it relied on; the caller signs and prints them.
@@ -15,10 +16,11 @@ pub mod prefix_cache;
 pub mod prompts;
 pub mod stats;
 pub mod status;
+pub mod tokens;
 
 use std::time::Duration;
 
-use kvw_evidence::audit::{AuditPredicate, Exchange, GateResult};
+use kvw_evidence::audit::{AuditPredicate, Exchange, GateResult, PromptSize};
 
 pub use client::{Client, Limits, Tenant};
 pub use discover::Discovered;
@@ -39,7 +41,7 @@ pub struct AuditOptions {
     pub context_len: Option<u64>,
     /// KV pool in tokens when the server does not say.
     pub pool_tokens: Option<u64>,
-    /// Tokenizer assumption: characters per token of the filler text.
+    /// Characters per token assumed when the server counts no tokens.
     pub chars_per_token: f64,
     /// `max_tokens` of the audit's completions.
     pub max_tokens: u32,
@@ -99,6 +101,8 @@ pub struct GateOutcome {
     pub result: GateResult,
     pub reason: String,
     pub evidence: serde_json::Value,
+    /// Sizes of the prompts the gate relied on.
+    pub prompts: Vec<PromptSize>,
     pub exchanges: Vec<Exchange>,
 }
 
@@ -107,6 +111,7 @@ pub struct Audit {
     pub client: Client,
     pub tenants: Vec<Tenant>,
     pub found: Discovered,
+    pub calibration: tokens::Calibration,
     pub opts: AuditOptions,
     pub progress: indicatif::ProgressBar,
 }
@@ -144,20 +149,15 @@ impl Audit {
         r
     }
 
-    /// Characters for `tokens` tokens under the tokenizer assumption.
-    pub fn chars(&self, tokens: u64) -> usize {
-        (tokens as f64 * self.opts.chars_per_token).ceil() as usize
+    /// Characters of a `tokens`-token prompt of `text`, or `None` when it
+    /// would not fit the audit's request cap ([`bounds::MAX_PROMPT_CHARS`]).
+    pub fn prompt_chars(&self, text: tokens::Text, tokens: u64) -> Option<usize> {
+        Some(self.chars_of(text, tokens)).filter(|&c| c <= bounds::MAX_PROMPT_CHARS)
     }
 
-    /// Characters of a `tokens`-token prompt, or `None` when it would not
-    /// fit the audit's request cap ([`bounds::MAX_PROMPT_CHARS`]).
-    pub fn prompt_chars(&self, tokens: u64) -> Option<usize> {
-        Some(self.chars(tokens)).filter(|&c| c <= bounds::MAX_PROMPT_CHARS)
-    }
-
-    /// The most tokens one prompt of the audit may have.
-    pub fn max_prompt_tokens(&self) -> u64 {
-        (bounds::MAX_PROMPT_CHARS as f64 / self.opts.chars_per_token).floor() as u64
+    /// The most tokens one prompt of `text` may have.
+    pub fn max_prompt_tokens(&self, text: tokens::Text) -> u64 {
+        (bounds::MAX_PROMPT_CHARS as f64 / self.calibration.rate(text)).floor() as u64
     }
 }
 
@@ -213,10 +213,14 @@ pub async fn run(
         .collect();
     let found = discover::discover(&client, &tenants, &opts).await?;
     client.tolerate_resets();
+    let calibration =
+        tokens::calibrate(&client, &tenants[0], &found.model, found.context_len, &opts).await?;
+    tracing::info!(how = %calibration.how, "prompt sizes calibrated");
     let audit = Audit {
         client,
         tenants,
         found,
+        calibration,
         opts,
         progress,
     };
@@ -239,6 +243,7 @@ pub async fn run(
                 auditor_version: env!("CARGO_PKG_VERSION").to_string(),
                 reason: outcome.reason,
                 evidence: outcome.evidence,
+                prompts: outcome.prompts,
                 exchanges: numbered(outcome.exchanges),
             },
         });

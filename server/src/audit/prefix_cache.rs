@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng as _};
 use serde_json::json;
 
 use super::stats::{mann_whitney_less, median};
+use super::tokens::Text;
 use super::{prompts, Audit, AuditError, GateOutcome};
 
 pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
@@ -27,8 +28,8 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .prefix_tokens
         .unwrap_or((cap * 3 / 4).clamp(64, 4096));
     let Some(chars) = a
-        .prompt_chars(prefix.saturating_add(64))
-        .map(|_| a.chars(prefix))
+        .prompt_chars(Text::Filler, prefix.saturating_add(64))
+        .map(|_| a.chars_of(Text::Filler, prefix))
     else {
         return Ok(GateOutcome {
             result: GateResult::Inconclusive,
@@ -37,6 +38,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
                 super::bounds::MAX_REQUEST_BYTES
             ),
             evidence: json!({"prefix_tokens": prefix}),
+            prompts: vec![],
             exchanges: vec![],
         });
     };
@@ -90,6 +92,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
                 a.opts.pairs
             ),
             evidence,
+            prompts: vec![a.estimate("shared prefix", Text::Filler, chars)],
             exchanges,
         });
     };
@@ -111,6 +114,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         result,
         reason,
         evidence,
+        prompts: vec![a.estimate("shared prefix", Text::Filler, chars)],
         exchanges,
     })
 }

@@ -5,7 +5,9 @@
 //! negative `max_tokens`, a body that is not JSON — must each get a 4xx
 //! (a 200 hides the rejection; a 5xx blames the server for the client's
 //! error). A completion cut by `max_tokens` must end with
-//! `finish_reason: "length"`.
+//! `finish_reason: "length"`. The prompt past the context is past it in the
+//! server's own count ([`super::tokens`]); one only assumed to be past it
+//! decides nothing.
 //!
 //! A check whose answer did not arrive (no response, or a body cut by a
 //! time limit or the response cap) decides nothing: it is recorded as no
@@ -16,6 +18,7 @@ use kvw_evidence::audit::GateResult;
 use rand::SeedableRng as _;
 use serde_json::json;
 
+use super::tokens::{self, Text};
 use super::{prompts, Audit, AuditError, GateOutcome};
 
 pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
@@ -24,25 +27,50 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let mut exchanges = Vec::new();
     let mut failures = Vec::new();
     let mut unanswered = Vec::new();
-    // 1. A prompt past the context.
-    let past = a.found.context_len.map(|c| (c, c.saturating_add(64)));
-    if let Some((context, chars)) = past.and_then(|(c, t)| Some((c, a.prompt_chars(t)?))) {
-        let text = prompts::filler(chars, &mut rng);
-        let r = a.complete(0, &a.body(0, &text, a.opts.max_tokens)).await?;
-        checks.push(json!({"check": "prompt past the context", "status": r.status}));
-        if r.status == 0 {
-            unanswered.push("the prompt past the context got no answer".to_string());
-        } else if !(400..500).contains(&r.status) {
-            failures.push(format!(
-                "a prompt past the {context}-token context answered {}",
-                r.status
-            ));
+    let mut sizes = Vec::new();
+    // 1. A prompt past the context, as the server counts it. Aim well past
+    // it where only a calibrated rate sizes the prompt.
+    if let Some(context) = a.found.context_len {
+        let margin = match a.calibration.tokenize {
+            Some(_) => 64,
+            None => (context / 8).max(64),
+        };
+        let seed = a.opts.seed ^ 0x58;
+        let make = |chars: usize| tokens::sample(Text::Filler, chars, seed);
+        let past = a
+            .send_past(
+                "past the context",
+                Text::Filler,
+                context.saturating_add(margin),
+                context,
+                &make,
+            )
+            .await?;
+        sizes.extend(past.sizes);
+        exchanges.extend(past.exchanges);
+        match (past.reply, past.tokens) {
+            (None, _) => unanswered.push(format!(
+                "a prompt past the {context}-token context would exceed the audit's request cap; not sent"
+            )),
+            (Some(r), size) => {
+                checks.push(json!({"check": "prompt past the context", "status": r.status, "prompt_tokens": size}));
+                match (r.status, size) {
+                    (400..=499, _) => {}
+                    (0, _) => {
+                        unanswered.push("the prompt past the context got no answer".to_string())
+                    }
+                    (s, None) => unanswered.push(format!(
+                        "a prompt assumed (--chars-per-token) to be past the {context}-token context answered {s}, but the server counted none of its tokens"
+                    )),
+                    (s, Some(n)) if n <= context => unanswered.push(format!(
+                        "the server counted the prompt meant to be past the context as {n} tokens, within its {context}-token context, and answered {s}"
+                    )),
+                    (s, Some(n)) => failures.push(format!(
+                        "a {n}-token prompt past the {context}-token context answered {s}"
+                    )),
+                }
+            }
         }
-        exchanges.push(r.exchange);
-    } else if let Some((context, _)) = past {
-        unanswered.push(format!(
-            "a prompt past the {context}-token context would exceed the audit's request cap; not sent"
-        ));
     }
     // 2. A negative max_tokens.
     let mut body = a.body(0, "^status check", 4);
@@ -86,7 +114,13 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     }
     exchanges.push(r.exchange);
     // 4. A truncated answer says so.
-    let text = prompts::filler(a.chars(64), &mut rng);
+    let chars = a.chars_of(Text::Filler, 64);
+    let text = prompts::filler(chars, &mut rng);
+    sizes.push(a.estimate(
+        "an ordinary prompt cut at max_tokens 2",
+        Text::Filler,
+        chars,
+    ));
     let r = a.complete(0, &a.body(0, &text, 2)).await?;
     let v = r.json().unwrap_or_default();
     let finish = v["choices"][0]["finish_reason"]
@@ -125,6 +159,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         result,
         reason,
         evidence: json!({"checks": checks, "failures": failures, "unanswered": unanswered}),
+        prompts: sizes,
         exchanges,
     })
 }
