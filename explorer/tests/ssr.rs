@@ -340,6 +340,7 @@ fn every_page_carries_the_policy_and_admits_its_inline_code() {
         reason: "an over-long prompt was answered 400".into(),
         evidence: serde_json::json!({ "status": 400 }),
         exchanges: vec![],
+        prompts: vec![],
     };
     let audit = (
         "audit-status.json".to_string(),

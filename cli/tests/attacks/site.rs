@@ -369,6 +369,7 @@ pub fn audit_receipt(w: &Work) {
         reason: "t1 read t0's canary".into(),
         evidence: json!({ "leaks": ["CANARY-t0-1"] }),
         exchanges: vec![],
+        prompts: vec![],
     };
     add_other(w, "audit-isolation.json", &p);
 }

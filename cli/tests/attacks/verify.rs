@@ -758,7 +758,7 @@ pub fn cases() -> Vec<Case> {
             w.reseal_keep_index();
         },
     ));
-    c.push(v("index-entry-twice", "twice", |w| {
+    c.push(v("index-entry-twice", "more than one", |w| {
         w.edit_index(|i| {
             let e = i["receipts"][0].clone();
             i["receipts"].as_array_mut().unwrap().push(e);

@@ -45,9 +45,8 @@ pub use layout::{read_bundle, BundleFiles};
 pub use others::{OtherEntry, OtherFacts, OTHER_PREDICATE_TYPES};
 pub use readme::{check_readme, readme};
 pub use verify::{
-    check_reproduction, verify_bundle, verify_files, verify_files_keeping, BundleReport,
-    KeySource, ReceiptFacts, ReceiptLine, ReceiptOk, ReproduceFn, ReproduceOtherFn, Rerun,
-    VerifyOptions,
+    check_reproduction, verify_bundle, verify_files, verify_files_keeping, BundleReport, KeySource,
+    ReceiptFacts, ReceiptLine, ReceiptOk, ReproduceFn, ReproduceOtherFn, Rerun, VerifyOptions,
 };
 pub use write::{
     check_target, write_bundle, write_bundle_with_model_checks, write_bundle_with_others,
