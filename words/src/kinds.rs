@@ -7,10 +7,13 @@ use kvw_evidence::predicate::Fix;
 
 use crate::Lang;
 
-/// The switches as `a,b`, or `none`.
+/// The switches as `a,b`, `none`, or `all` when every switch is on.
 fn fixes(fixes: &[Fix]) -> String {
     if fixes.is_empty() {
         return "none".into();
+    }
+    if Fix::ALL.iter().all(|f| fixes.contains(f)) {
+        return "all".into();
     }
     fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")
 }
