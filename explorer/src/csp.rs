@@ -135,7 +135,7 @@ static POLICY: LazyLock<String> = LazyLock::new(|| {
     format!(
         "default-src 'none'; script-src 'self' 'wasm-unsafe-eval' {}; style-src 'self' {}; \
          style-src-attr 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
-         base-uri 'none'; form-action 'none'",
+         base-uri 'none'; form-action 'self'",
         scripts.join(" "),
         styles.join(" ")
     )
