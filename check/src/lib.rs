@@ -3,7 +3,7 @@
 //! Randomized runs sample interleavings; a model checker enumerates them.
 //! This crate builds a [`stateright`] model of the protocol actors — router,
 //! prefill scheduler, transfer channel, decode scheduler and both page
-//! allocators ([`model`]) — whose every outcome-deciding transition calls the
+//! allocators ([`handoff_model`]) — whose every outcome-deciding transition calls the
 //! engine's own decision functions over the engine's own `Req`, so the
 //! checked logic is the shipped logic. [`run`] checks it under a set of fix
 //! switches and fault budgets and returns a [`CheckReport`]: how many states
@@ -18,7 +18,7 @@
 //! assert!(report.counterexample.is_some(), "pre-fix the isolation property fails");
 //! ```
 
-pub mod model;
+pub mod handoff_model;
 mod predicate;
 pub mod symmetry;
 
@@ -30,7 +30,7 @@ use kvw_evidence::model_check::{Expectation, PropertyStatus};
 use kvw_evidence::Fix;
 use stateright::{Checker, HasDiscoveries, Model, Path};
 
-pub use model::{Action, ModelConfig, PdModel, State};
+pub use handoff_model::{Action, ModelConfig, PdModel, State};
 pub use predicate::predicate;
 
 /// Version of the checker crate, for receipts.
@@ -198,7 +198,7 @@ impl CheckOptions {
             if kvw_engine::req::validate_input_length(m.prompt_len[0], m.decode_cap).is_some() {
                 1
             } else {
-                m.prompt_len[0].div_ceil(model::PAGE_SIZE) as u32
+                m.prompt_len[0].div_ceil(handoff_model::PAGE_SIZE) as u32
             };
         if need > self.decode_pages {
             return Err(CheckError::PoolTooSmall {
@@ -266,11 +266,11 @@ impl CheckReport {
 }
 
 /// Expectation of each property, as reported (the liveness property is
-/// checked as an `always` over terminal states; see [`model`]).
+/// checked as an `always` over terminal states; see [`handoff_model`]).
 fn expectation(name: &str) -> Expectation {
     match name {
-        model::prop::COMPLETES_NORMALLY => Expectation::Sometimes,
-        model::prop::ADMITTED_ANSWERED => Expectation::Eventually,
+        handoff_model::prop::COMPLETES_NORMALLY => Expectation::Sometimes,
+        handoff_model::prop::ADMITTED_ANSWERED => Expectation::Eventually,
         _ => Expectation::Always,
     }
 }

@@ -14,7 +14,9 @@ use kvw_evidence::model_check::{
 };
 use kvw_evidence::EngineInfo;
 
-use crate::model::{Action, DStage, PStage, PdModel, Rid, State, Violation, Writer, PAGE_SIZE};
+use crate::handoff_model::{
+    Action, DStage, PStage, PdModel, Rid, State, Violation, Writer, PAGE_SIZE,
+};
 use crate::{CheckReport, Strategy, STATERIGHT_VERSION};
 
 fn reason(r: &FinishReason) -> kvw_evidence::FinishReason {
@@ -158,7 +160,7 @@ fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<Mod
 }
 
 fn violation_fact(m: &PdModel, v: &Violation) -> ViolationFact {
-    use crate::model::prop;
+    use crate::handoff_model::prop;
     let (property, r, page, writer, status) = match *v {
         Violation::ForeignRead {
             reader,

@@ -37,7 +37,7 @@
 //! Two choices of the model do follow index order — the arrival the
 //! partial-order reduction takes first and the ack resolved first — but
 //! both keep every terminal state of the unreduced graph reachable
-//! ([`crate::model::PdModel`] explains why), the model is acyclic, and every
+//! ([`crate::handoff_model::PdModel`] explains why), the model is acyclic, and every
 //! `always` property is decided by sticky facts of the terminal states that
 //! extend a path (violations are never removed, answers never taken back),
 //! so the verdicts agree for every member of a class. The `sometimes`
@@ -47,9 +47,9 @@
 
 use std::hash::{Hash, Hasher};
 
-use crate::model::{Ack, DStage, PStage, Page, Rid, Room, State, Violation, Write, Writer};
+use crate::handoff_model::{Ack, DStage, PStage, Page, Rid, Room, State, Violation, Write, Writer};
 
-fn local_key(r: &crate::model::ReqState) -> u64 {
+fn local_key(r: &crate::handoff_model::ReqState) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     r.hash(&mut h);
     h.finish()
@@ -143,7 +143,7 @@ fn permute(s: &State) -> Option<State> {
     let mut deferred: Vec<_> = s
         .deferred
         .iter()
-        .map(|d| crate::model::Deferred {
+        .map(|d| crate::handoff_model::Deferred {
             req: map(d.req),
             ..d.clone()
         })

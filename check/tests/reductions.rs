@@ -5,7 +5,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use kvw_check::model::prop;
+use kvw_check::handoff_model::prop;
 use kvw_check::symmetry::{is_retired, representative};
 use kvw_check::{run, run_model, CheckOptions, CheckReport, FaultBudget, Strategy};
 use kvw_evidence::model_check::PropertyStatus;

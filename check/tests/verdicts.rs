@@ -2,7 +2,7 @@
 //! configuration that must fail, so no test passes because the model
 //! stopped exploring the failing path.
 
-use kvw_check::model::{prop, Action, PdModel, Violation, Writer};
+use kvw_check::handoff_model::{prop, Action, PdModel, Violation, Writer};
 use kvw_check::{run, run_model, CheckOptions, CheckReport, FaultBudget, Strategy};
 use kvw_engine::policy::{self, Door};
 use kvw_engine::req::Req;
@@ -303,13 +303,16 @@ fn double_free_and_double_answer_are_detected() {
     let m = opts(&[], 2, FaultBudget::default()).model().unwrap();
     let mut s = m.init_states().remove(0);
     // A deferred release of a page r1 does not hold.
-    s.deferred.push(kvw_check::model::Deferred {
-        side: kvw_check::model::Side::Decode,
+    s.deferred.push(kvw_check::handoff_model::Deferred {
+        side: kvw_check::handoff_model::Side::Decode,
         req: 1,
         pages: vec![0],
     });
     let after = m
-        .next_state(&s, Action::Release(kvw_check::model::Side::Decode, 1))
+        .next_state(
+            &s,
+            Action::Release(kvw_check::handoff_model::Side::Decode, 1),
+        )
         .unwrap();
     let props = m.properties();
     let holds = |name: &str, st| {

@@ -13,8 +13,8 @@ use kvw_kernels::cpu::{paged_decode_attention, PagedAttention};
 use kvw_kernels::KvLayout;
 use rayon::prelude::*;
 
+use kvw_engine::attention::{self, HEAD_DIM, SM_SCALE};
 use kvw_engine::config::{incident_config, DEFAULT_SEED};
-use kvw_engine::model::{self, HEAD_DIM, SM_SCALE};
 use kvw_engine::probe;
 
 /// Most repetitions of a measurement: each repeats a whole incident-scale
@@ -68,7 +68,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         *x = 0x3f80 ^ (i as u16 & 0x7f);
     }
     let table: Vec<u32> = (0..pages as u32).rev().collect();
-    let q = model::query(12345);
+    let q = attention::query(12345);
     let bytes = (kv.len() * 2) as f64;
     let (t_attn, _) = best(args.reps, || {
         paged_decode_attention(&PagedAttention {

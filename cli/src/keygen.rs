@@ -10,7 +10,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
-use kvw_evidence::keys::{refuse_git_work_tree, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE};
+use kvw_evidence::signing::{refuse_git_work_tree, PRIVATE_KEY_FILE, PUBLIC_KEY_FILE};
 use kvw_evidence::Signer;
 
 /// Create an ed25519 signing key and its public key file.

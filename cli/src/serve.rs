@@ -93,7 +93,7 @@ pub struct OpenAiArgs {
 /// The OpenAI endpoint's router from its flags.
 fn openai_router(
     a: &OpenAiArgs,
-    keys: kvw_server::keys::Keys,
+    keys: kvw_server::tenant_keys::Keys,
     body_time: Duration,
 ) -> anyhow::Result<Router> {
     let fixes = kvw_engine::config::parse_fixes(&a.fixes).map_err(anyhow::Error::msg)?;
@@ -146,7 +146,8 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
         Some(root) => kvw_server::site::router(root.clone(), kvw_explorer::csp::policy()),
         None => Router::new(),
     };
-    let keys = kvw_server::keys::Keys::load(&args.openai.keys, args.openai.keys_file.as_deref())?;
+    let keys =
+        kvw_server::tenant_keys::Keys::load(&args.openai.keys, args.openai.keys_file.as_deref())?;
     let body_time = Duration::from_secs(args.body_timeout);
     let probe_api = kvw_server::probe_api::ProbeApi::new(args.signing_key.clone())
         .with_keys(keys.clone())

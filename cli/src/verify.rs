@@ -20,9 +20,9 @@ use kvw_evidence::bundle::{
     check_reproduction, BundleReport, IndexEntry, ReceiptFacts, ReceiptLine, ReceiptOk,
     RECEIPTS_DIR,
 };
-use kvw_evidence::keys::PUBLIC_KEY_FILE;
 use kvw_evidence::kinds;
 use kvw_evidence::receipt::{check_receipt_name, verify_statement_file};
+use kvw_evidence::signing::PUBLIC_KEY_FILE;
 use kvw_evidence::{
     verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions, PREDICATE_TYPE,
 };

@@ -6,7 +6,7 @@
 
 use kvw_evidence::{ChecksumScope, Fix, FreeListPolicy, PageTail, PoisonMode, ProbeConfig, Scale};
 
-use crate::model::MAX_POSITIONS;
+use crate::attention::MAX_POSITIONS;
 
 /// A configuration that cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -21,10 +21,10 @@ use kvw_evidence::{Event, EventKind, Fix, PoisonMode, RequestInfo, ResourceActio
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::arrivals::Arrival;
+use crate::attention;
 use crate::backend::Backend;
 use crate::config::{incident_config, with_prefill_pool};
-use crate::model;
-use crate::scenario::Arrival;
 use crate::scenarios::script::Ran;
 use crate::sim::{Extras, Reentry, Sim, ABORT_MESSAGE};
 use crate::transfer::Fault;
@@ -208,8 +208,8 @@ pub fn run_case_pictured(case: &Case, fixes: &[Fix], pictured: Option<usize>) ->
         .enumerate()
         .map(|(i, r)| {
             let tenant = TENANTS[r.tenant as usize % TENANTS.len()];
-            let canary = model::canary(tenant, &mut rng);
-            let prompt = model::document(tenant, &canary, r.prompt_len as usize, &mut rng);
+            let canary = attention::canary(tenant, &mut rng);
+            let prompt = attention::document(tenant, &canary, r.prompt_len as usize, &mut rng);
             Arrival {
                 at_us: r.at_us,
                 tenant: tenant.into(),

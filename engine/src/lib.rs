@@ -7,10 +7,10 @@
 //! * [`req`] — SGLang's `Req` and the input-length rule;
 //! * [`policy`] — every door and release decision, as pure functions;
 //! * [`pool`] — paged KV pools with real bytes and page ownership;
-//! * [`model`] — the attention model whose answer reveals what it read;
+//! * [`attention`] — the attention model whose answer reveals what it read;
 //! * [`transfer`] — the asynchronous KV channel with injectable faults;
 //! * [`sim`] — router, prefill and decode workers on a virtual clock;
-//! * [`scenario`] — who sends what, when;
+//! * [`arrivals`] — who sends what, when;
 //! * [`trace`] — typed events of every request, recorded as they happen;
 //! * [`narrate`] — the seven steps and their claims, read off the events;
 //! * [`backend`] — CPU reference or CUDA for decode attention;
@@ -21,17 +21,17 @@
 //! * [`live`] — the same cluster serving requests as they arrive, on a real clock;
 //! * [`upstream_twin`] — the engine's side of each probe of a real SGLang release.
 
+pub mod arrivals;
+pub mod attention;
 pub mod backend;
 pub mod config;
 pub mod fuzz;
 pub mod live;
-pub mod model;
 pub mod narrate;
 pub mod policy;
 pub mod pool;
 pub mod probe;
 pub mod req;
-pub mod scenario;
 pub mod scenarios;
 pub mod sim;
 pub mod slots;

@@ -48,9 +48,9 @@ use std::time::{Duration, Instant};
 
 use kvw_evidence::ProbeConfig;
 
+use crate::arrivals::Arrival;
 use crate::backend::Backend;
 use crate::config::{validate, ConfigError};
-use crate::scenario::Arrival;
 use crate::sim::cost::Costs;
 use crate::sim::{Retained, Sim};
 use crate::trace::Trace;
@@ -432,8 +432,8 @@ fn deliver(sim: &mut Sim, waiting: &mut BTreeMap<u32, Pending>, early_reject: bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention;
     use crate::config::incident_config;
-    use crate::model;
     use kvw_evidence::{Fix, PoisonMode, Scale};
 
     fn engine(fixes: &[Fix], cache: PrefixCacheMode) -> LiveEngine {
@@ -512,7 +512,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         e.submit(Submit {
             tenant: tenant.into(),
-            prompt: model::encode(text),
+            prompt: attention::encode(text),
             max_new_tokens: n,
             cache_salt: None,
             reply: Box::new(move |a| {

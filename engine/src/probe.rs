@@ -11,11 +11,11 @@ use kvw_evidence::{
 };
 use rand::SeedableRng;
 
+use crate::arrivals;
+use crate::attention;
 use crate::backend::Backend;
 pub use crate::config::{incident_config, validate, with_prefill_pool};
-use crate::model;
 use crate::narrate;
-use crate::scenario;
 use crate::sim::cost::Costs;
 use crate::sim::Sim;
 
@@ -52,7 +52,7 @@ pub fn run_with_costs(
 ) -> Result<ProbePredicate, ProbeError> {
     validate(config)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.seed);
-    let arrivals = scenario::incident(config, &mut rng);
+    let arrivals = arrivals::incident(config, &mut rng);
     let mut sim = Sim::with_costs(config.clone(), arrivals, backend, costs);
     sim.run();
     assemble(&sim)
@@ -75,7 +75,8 @@ fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
     let foreign = sim.marks.foreign_seen.len() as u64;
     let leak = !leaked.is_empty() || (response.status == 200 && foreign > 0);
     let admissible = prompt.len() as u64 <= config.prefill_input_cap();
-    let want = model::decode(&prompt[1..=(config.max_new_tokens as usize).min(prompt.len() - 1)]);
+    let want =
+        attention::decode(&prompt[1..=(config.max_new_tokens as usize).min(prompt.len() - 1)]);
     let correct_answer = if admissible {
         response.status == 200 && response.text == want
     } else {

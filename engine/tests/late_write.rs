@@ -7,10 +7,10 @@
 //! wrote; with it, acme's pages stay allocated until the write drains, so
 //! umbrella gets other pages and answers correctly.
 
+use kvw_engine::arrivals::Arrival;
+use kvw_engine::attention;
 use kvw_engine::backend::Backend;
-use kvw_engine::model;
 use kvw_engine::probe::{incident_config, with_prefill_pool};
-use kvw_engine::scenario::Arrival;
 use kvw_engine::sim::Sim;
 use kvw_engine::transfer::Fault;
 use kvw_evidence::{Fix, PoisonMode, Scale};
@@ -28,8 +28,8 @@ fn late_write(fixes: &[Fix]) -> Outcome {
     let config = with_prefill_pool(base, 256).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     let mut arrival = |tenant: &str, at_us: u64, probed: bool| {
-        let canary = model::canary(tenant, &mut rng);
-        let prompt = model::document(tenant, &canary, 100, &mut rng);
+        let canary = attention::canary(tenant, &mut rng);
+        let prompt = attention::document(tenant, &canary, 100, &mut rng);
         Arrival {
             at_us,
             tenant: tenant.into(),
@@ -43,7 +43,7 @@ fn late_write(fixes: &[Fix]) -> Outcome {
         arrival("acme", 0, false),
         arrival("umbrella", 300_100_000, true),
     ];
-    let want = model::decode(&arrivals[1].prompt[1..25]);
+    let want = attention::decode(&arrivals[1].prompt[1..25]);
     let backend = Backend::Cpu;
     let mut sim = Sim::new(config, arrivals, &backend);
     // acme's seventh page write (its last page) lands 300.3 s late.

@@ -20,7 +20,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvidenceError;
-use crate::keys::{PublicKey, Signer};
+use crate::signing::{PublicKey, Signer};
 
 /// A DSSE envelope as it appears on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ pub struct Envelope {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Signature {
-    /// Id of the key that made the signature (see [`crate::keys`]).
+    /// Id of the key that made the signature (see [`crate::signing`]).
     pub keyid: String,
     /// Base64 of the 64-byte ed25519 signature.
     pub sig: String,

@@ -3,7 +3,7 @@
 //!
 //! A probe run becomes a *receipt*: [`receipt::sign_predicate`] wraps its
 //! [`ProbePredicate`] in an in-toto Statement ([`statement`]) inside a DSSE
-//! envelope ([`dsse`]) signed with an ed25519 key ([`keys`]).
+//! envelope ([`dsse`]) signed with an ed25519 key ([`signing`]).
 //! [`receipt::verify_receipt`] is the one verifier, used by the CLI, by
 //! bundles ([`bundle`]) and, compiled to WebAssembly with the `wasm`
 //! feature, by the browser. All digests are taken over canonical JSON
@@ -17,7 +17,6 @@ pub mod canonical;
 pub mod dsse;
 pub mod error;
 pub mod judged;
-pub mod keys;
 pub mod kinds;
 pub mod model_check;
 pub mod predicate;
@@ -25,6 +24,7 @@ pub mod receipt;
 pub mod sample;
 pub mod scenario;
 pub mod schema;
+pub mod signing;
 pub mod statement;
 pub mod tagged;
 pub mod upstream_run;
@@ -41,12 +41,12 @@ pub mod wasm;
 
 pub use dsse::Envelope;
 pub use error::EvidenceError;
-pub use keys::{PublicKey, Signer};
 pub use predicate::*;
 pub use receipt::{
     reproducible_digest, sign_predicate, sign_statement, trace_sha256, verify_receipt,
     verify_statement, PredicateKind, VerifiedReceipt, VerifiedStatement,
 };
+pub use signing::{PublicKey, Signer};
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use bundle::{verify_bundle, write_bundle, BundleReport, VerifyOptions};

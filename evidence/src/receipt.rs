@@ -25,8 +25,8 @@ use serde_json::Value;
 use crate::canonical::{canonical_sha256, sha256_hex, to_canonical_json};
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
-use crate::keys::{PublicKey, Signer};
 use crate::predicate::{Event, ProbePredicate, Step, PREDICATE_TYPE};
+use crate::signing::{PublicKey, Signer};
 use crate::statement::{Statement, STATEMENT_TYPE};
 
 /// DSSE `payloadType` of an in-toto Statement.

@@ -8,8 +8,8 @@
 use serde::Serialize;
 use wasm_bindgen::prelude::wasm_bindgen;
 
-use crate::keys::PublicKey;
 use crate::receipt::{verify_receipt, verify_statement, VerifiedReceipt};
+use crate::signing::PublicKey;
 
 #[derive(Serialize)]
 struct Outcome {

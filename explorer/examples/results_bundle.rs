@@ -8,7 +8,7 @@
 mod support;
 
 use kvw_evidence::bundle::write_bundle_with_others;
-use kvw_evidence::keys::Signer;
+use kvw_evidence::signing::Signer;
 use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
 
 fn main() {

@@ -31,7 +31,7 @@ use crate::components::ReplayCtx;
 use crate::fixed::fixed;
 use crate::i18n::Lang;
 use crate::links::DEFAULT_ENGINE_SOURCE_BASE;
-use crate::model::{page_title, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
+use crate::page_data::{page_title, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
 use crate::trust;
 
 fn document() -> web_sys::Document {

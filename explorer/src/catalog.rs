@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use kvw_evidence::{Fix, PoisonMode, ProbePredicate};
 
-use crate::model::CatalogEntry;
+use crate::page_data::CatalogEntry;
 
 /// Switch name of the configuration fix (prefill pool ≥ context length).
 pub const POOL_COVERS_CONTEXT: &str = "pool-covers-context";

@@ -9,7 +9,7 @@
 //! navigation, keyboard arrows and in-place fix switching.
 //!
 //! Modules split along one concern each: plain data and pure logic first
-//! ([`model`], [`catalog`], [`links`], [`highlight`], [`diverge`],
+//! ([`page_data`], [`pool_runs`], [`catalog`], [`links`], [`highlight`], [`diverge`],
 //! [`timeline`], [`i18n`], [`trust`], [`fixed`]), then the components under
 //! [`components`], then the two ends: [`site`] (static build) and the
 //! browser entry points.
@@ -24,9 +24,9 @@ pub mod highlight;
 pub mod i18n;
 pub mod limits;
 pub mod links;
-pub mod model;
 pub mod model_check_page;
-pub mod pages;
+pub mod page_data;
+pub mod pool_runs;
 pub mod switch_info;
 pub mod timeline;
 pub mod trust;
@@ -54,4 +54,4 @@ pub mod site;
 pub mod browser;
 
 pub use i18n::Lang;
-pub use model::{CatalogEntry, PageData, Shown};
+pub use page_data::{CatalogEntry, PageData, Shown};

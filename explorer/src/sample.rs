@@ -9,9 +9,9 @@ use std::path::Path;
 
 use kvw_evidence::bundle::{write_bundle, WrittenBundle};
 use kvw_evidence::error::EvidenceError;
-use kvw_evidence::keys::Signer;
 use kvw_evidence::receipt::sign_predicate;
 use kvw_evidence::sample::{sample_config, sample_name, sample_predicate};
+use kvw_evidence::signing::Signer;
 use kvw_evidence::{Envelope, Fix, PoisonMode, ProbePredicate, Scale};
 
 /// Seed of the sample bundle's signing key (public on purpose).

@@ -10,10 +10,10 @@
 use std::sync::Arc;
 
 use kvw_evidence::canonical::sha256_hex;
-use kvw_evidence::keys::PublicKey;
 use kvw_evidence::receipt::{check_receipt_name, verify_receipt};
+use kvw_evidence::signing::PublicKey;
 
-use crate::model::Shown;
+use crate::page_data::Shown;
 
 /// Verify an envelope (JSON text) with a public key (`kvw.pub.json` text),
 /// as the receipt stored at `receipts/<stem>.json`: the statement's subject

@@ -10,9 +10,9 @@ mod support;
 
 use kvw_engine::scenarios::receipts;
 use kvw_evidence::bundle::write_bundle_with_others;
-use kvw_evidence::keys::Signer;
 use kvw_evidence::receipt::sign_statement;
 use kvw_evidence::scenario::ScenarioPredicate;
+use kvw_evidence::signing::Signer;
 use kvw_evidence::Fix;
 use kvw_explorer::gates_page::scenario_stem;
 use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};

@@ -12,7 +12,7 @@ mod support;
 use kvw_evidence::bundle::{
     verify_bundle, write_bundle_with_model_checks, OtherFacts, ReceiptFacts, VerifyOptions,
 };
-use kvw_evidence::keys::Signer;
+use kvw_evidence::signing::Signer;
 use kvw_evidence::Fix;
 use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
 use kvw_explorer::site::{build_site, SiteOptions};

@@ -9,8 +9,8 @@ use std::path::Path;
 mod support;
 
 use base64::Engine as _;
-use kvw_evidence::keys::PublicKey;
 use kvw_evidence::receipt::verify_receipt;
+use kvw_evidence::signing::PublicKey;
 use kvw_explorer::sample::write_sample_bundle;
 use kvw_explorer::site::{build_site, SiteOptions};
 use kvw_words::probe;
@@ -319,7 +319,7 @@ fn each_language_loads_its_own_browser_build() {
 #[test]
 fn every_page_carries_the_policy_and_admits_its_inline_code() {
     use kvw_evidence::bundle::write_bundle_with_others;
-    use kvw_evidence::keys::Signer;
+    use kvw_evidence::signing::Signer;
     use kvw_explorer::csp::{policy, source_hash};
     use kvw_explorer::sample::{sample_receipts, SAMPLE_SEED};
     use kvw_explorer::site::{WASM_BIN, WASM_JS};

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use kvw_evidence::Fix;
 use kvw_server::audit::{Client, Limits, Tenant};
-use kvw_server::keys::Keys;
 use kvw_server::openai::{router, OpenAi};
 use kvw_server::service::{ClusterShape, EngineService};
+use kvw_server::tenant_keys::Keys;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -28,7 +28,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api_error::ApiError;
-use crate::keys::Keys;
+use crate::tenant_keys::Keys;
 
 /// Longest the whole request body may take to arrive.
 pub const BODY_TIME_LIMIT: Duration = Duration::from_secs(10);

@@ -8,9 +8,9 @@
 pub mod api_error;
 pub mod audit;
 pub mod guard;
-pub mod keys;
 pub mod listen;
 pub mod openai;
 pub mod probe_api;
 pub mod service;
 pub mod site;
+pub mod tenant_keys;

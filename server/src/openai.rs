@@ -2,13 +2,13 @@
 //! `/v1/chat/completions` (plain and SSE streaming), SGLang's
 //! `/get_server_info`, vLLM's `/tokenize`, and `/healthz`.
 //!
-//! The bearer key names the tenant ([`crate::keys`]). Every refusal uses the
+//! The bearer key names the tenant ([`crate::tenant_keys`]). Every refusal uses the
 //! OpenAI error shape ([`crate::api_error`]); the body is parsed by hand so
 //! malformed JSON, invalid UTF-8, missing fields, oversized bodies and
 //! absurd `max_tokens` each get their own 4xx and message.
 //!
 //! **model-assumption `char-tokenizer`**: one token per character (the
-//! engine's [`kvw_engine::model::encode`]: ASCII as itself, anything else as
+//! engine's [`kvw_engine::attention::encode`]: ASCII as itself, anything else as
 //! `?`); a chat's prompt is its messages' contents joined by newlines, with
 //! no chat template. The model answers by attention over the KV it reads,
 //! so on a correct cluster it echoes its own prompt from position 1.
@@ -33,8 +33,8 @@ use serde_json::{json, Value};
 
 use crate::api_error::ApiError;
 use crate::guard::Guard;
-use crate::keys::Keys;
 use crate::service::{EngineService, ServiceError};
+use crate::tenant_keys::Keys;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -269,7 +269,7 @@ async fn tokenize(
     let tokens = (|| {
         tenant(&s, &headers)?;
         let prompt = prompt_of(&parse_body(body)?)?;
-        Ok::<_, ApiError>(kvw_engine::model::encode(&prompt))
+        Ok::<_, ApiError>(kvw_engine::attention::encode(&prompt))
     })();
     match tokens {
         Ok(t) => Json(json!({
@@ -332,7 +332,7 @@ async fn run(s: &OpenAi, headers: &HeaderMap, ask: Ask, kind: Kind) -> Response 
         return ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too many requests in flight")
             .into_response();
     };
-    let prompt = kvw_engine::model::encode(&ask.prompt);
+    let prompt = kvw_engine::attention::encode(&ask.prompt);
     let answer = match s
         .service
         .complete(

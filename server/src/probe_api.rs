@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use crate::api_error::ApiError;
 use crate::guard::Guard;
-use crate::keys::Keys;
+use crate::tenant_keys::Keys;
 
 /// Largest probe request body.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;

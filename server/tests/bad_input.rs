@@ -6,9 +6,9 @@ mod common;
 
 use std::sync::Arc;
 
-use kvw_server::keys::Keys;
 use kvw_server::openai::{router, OpenAi};
 use kvw_server::service::{ClusterShape, EngineService};
+use kvw_server::tenant_keys::Keys;
 
 /// The endpoint on a free port, on a runtime thread of its own.
 fn start() -> (u16, tokio::runtime::Runtime) {

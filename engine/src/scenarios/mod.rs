@@ -13,11 +13,11 @@
 //!
 //! One file per group: [`admission`] and [`cleanup`] mirror the two upstream
 //! CPU test files, one scenario per subtest or parameter set; [`related`]
-//! holds the related upstream failures; [`pool`] the configuration gate.
+//! holds the related upstream failures; [`pool_context`] the configuration gate.
 
 pub mod admission;
 pub mod cleanup;
-pub mod pool;
+pub mod pool_context;
 pub mod receipts;
 pub mod related;
 pub mod script;
@@ -304,7 +304,7 @@ pub fn fix_names(fixes: &[Fix]) -> String {
 /// Every scenario, grouped by gate.
 pub fn all() -> Vec<Scenario> {
     let mut out = Vec::new();
-    out.extend(pool::scenarios());
+    out.extend(pool_context::scenarios());
     out.extend(admission::scenarios());
     out.extend(cleanup::scenarios());
     out.extend(related::scenarios());

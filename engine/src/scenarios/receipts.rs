@@ -86,7 +86,7 @@ pub fn capacity_rows() -> Vec<CapacityRow> {
         let Ok(c) = incident_config(scale, &[], PoisonMode::Off, 1) else {
             continue;
         };
-        for cap in super::pool::capacity(&c) {
+        for cap in super::pool_context::capacity(&c) {
             out.push(CapacityRow {
                 config: name.into(),
                 worker: cap.worker.into(),

@@ -14,11 +14,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::{Observed, Setup};
+use crate::arrivals::Arrival;
+use crate::attention;
 use crate::backend::Backend;
 use crate::config::{incident_config, with_prefill_pool};
-use crate::model;
 use crate::policy::Doors;
-use crate::scenario::Arrival;
 use crate::sim::{Extras, Response, Sim};
 use crate::transfer::Fault;
 
@@ -70,8 +70,8 @@ impl Script {
 
     /// A request of `tenant` with a `len`-token prompt at `at_us`; returns its index.
     pub fn request(&mut self, tenant: &str, at_us: u64, len: usize, extras: Extras) -> u32 {
-        let canary = model::canary(tenant, &mut self.rng);
-        let prompt = model::document(tenant, &canary, len, &mut self.rng);
+        let canary = attention::canary(tenant, &mut self.rng);
+        let prompt = attention::document(tenant, &canary, len, &mut self.rng);
         let i = self.arrivals.len() as u32;
         self.arrivals.push((
             Arrival {
@@ -284,7 +284,7 @@ impl Ran {
     /// The answer a correct engine gives request `req` (its own prompt echoed).
     pub fn want(&self, req: u32, new_tokens: usize) -> String {
         let p = &self.prompts[req as usize];
-        model::decode(&p[1..=new_tokens.min(p.len() - 1)])
+        attention::decode(&p[1..=new_tokens.min(p.len() - 1)])
     }
 
     /// Request `req` was answered 200 with its own text (its first

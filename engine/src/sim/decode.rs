@@ -17,7 +17,7 @@ use kvw_kernels::TagCheck;
 
 use super::prefill::answer_of;
 use super::Sim;
-use crate::model::{self, k_code, v_code, SM_SCALE};
+use crate::attention::{self, k_code, v_code, SM_SCALE};
 use crate::policy::{self, Door, HandoffDecision, KvPoll, SessionEffect};
 use crate::req::{validate_input_length, FinishReason, Req};
 use crate::trace::{ranges, req_state};
@@ -443,7 +443,7 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
             return;
         }
     }
-    let q = model::query(1 + d.req.output_ids.len() as u64);
+    let q = attention::query(1 + d.req.output_ids.len() as u64);
     let tags = sim.fix(Fix::PageTags).then(|| TagCheck {
         page_tags: sim.decode_pool.tags(),
         expected: me.tag(),
@@ -497,7 +497,7 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
             sim.marks.read = read;
         }
     }
-    let token = model::read_out(&out);
+    let token = attention::read_out(&out);
     let kind = EventKind::Attend {
         decode_step: d.req.output_ids.len() as u32 + 1,
         pages: used as u64,
@@ -543,7 +543,7 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
     d.req.update_finish_state();
     match d.req.finished_reason.clone() {
         Some(FinishReason::Length { .. }) => {
-            let text = model::decode(&d.req.output_ids);
+            let text = attention::decode(&d.req.output_ids);
             finish(sim, d, 200, text, end);
         }
         Some(FinishReason::Abort {

@@ -24,12 +24,12 @@ use kvw_evidence::{
 };
 use kvw_kernels::KvLayout;
 
+use crate::arrivals::Arrival;
+use crate::attention::HEAD_DIM;
 use crate::backend::Backend;
-use crate::model::HEAD_DIM;
 use crate::policy::{Doors, FixSet};
 use crate::pool::{KvPool, WriterId};
 use crate::req::Req;
-use crate::scenario::Arrival;
 use crate::slots::SlotPool;
 use crate::trace::{ranges, Trace};
 use crate::transfer::TransferChannel;

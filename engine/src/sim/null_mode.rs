@@ -14,8 +14,8 @@ use kvw_evidence::{
 use kvw_kernels::KvLayout;
 use rand::SeedableRng;
 
+use crate::attention::{self, k_code, v_code, HEAD_DIM};
 use crate::config::incident_config;
-use crate::model::{self, k_code, v_code, HEAD_DIM};
 use crate::policy::{self, Door, Doors, FixSet};
 use crate::pool::{KvPool, WriterId};
 use crate::req::{validate_input_length, Req};
@@ -32,8 +32,8 @@ pub struct NullRun {
 /// (pool 112 tokens, input cap 106) in NULL mode.
 pub fn serve(fixes: &[Fix], doors: &Doors, prompt_len: usize) -> NullRun {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(crate::scenarios::script::SEED);
-    let canary = model::canary("umbrella", &mut rng);
-    let prompt = model::document("umbrella", &canary, prompt_len, &mut rng);
+    let canary = attention::canary("umbrella", &mut rng);
+    let prompt = attention::document("umbrella", &canary, prompt_len, &mut rng);
     let config = incident_config(Scale::Walkthrough, &[], PoisonMode::Off, 1).ok();
     let (cap, page_size, pool_tokens) = config
         .map(|c| (c.prefill_input_cap(), c.page_size, c.prefill_pool_tokens))

@@ -15,7 +15,7 @@ use kvw_evidence::{
 use kvw_kernels::cpu;
 
 use super::Sim;
-use crate::model::{k_code, v_code};
+use crate::attention::{k_code, v_code};
 use crate::policy::{self, Door, KvPoll, ResultAction, SessionEffect};
 use crate::req::{validate_input_length, FinishReason, Req};
 use crate::trace::req_state;

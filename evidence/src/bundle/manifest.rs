@@ -28,8 +28,8 @@ use super::{bundle_err, receipt_name_of, BUNDLE_FORMAT, INDEX_FILE, MANIFEST_FIL
 use crate::canonical::{sha256_hex, to_canonical_json};
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
-use crate::keys::{PublicKey, Signer};
 use crate::receipt::{check_receipt_name, PAYLOAD_TYPE};
+use crate::signing::{PublicKey, Signer};
 use crate::statement::{DigestSet, Statement, Subject, STATEMENT_TYPE};
 
 /// `predicateType` of a bundle manifest.

@@ -27,11 +27,11 @@ use super::{
 };
 use crate::canonical::sha256_hex;
 use crate::error::EvidenceError;
-use crate::keys::{PublicKey, PUBLIC_KEY_FILE};
 use crate::predicate::{ProbeConfig, ProbePredicate, PREDICATE_TYPE};
 use crate::receipt::{
     check_receipt_name, reproducible_digest, verify_statement, VerifiedReceipt, VerifiedStatement,
 };
+use crate::signing::{PublicKey, PUBLIC_KEY_FILE};
 
 /// Which key [`verify_bundle`] checked signatures against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

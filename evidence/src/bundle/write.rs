@@ -16,9 +16,9 @@ use super::{
 };
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
-use crate::keys::{Signer, PUBLIC_KEY_FILE};
 use crate::predicate::{ProbePredicate, PREDICATE_TYPE};
 use crate::receipt::{check_receipt_name, verify_receipt, verify_statement};
+use crate::signing::{Signer, PUBLIC_KEY_FILE};
 use crate::staged::{Staged, Target};
 
 /// What [`write_bundle`] wrote.

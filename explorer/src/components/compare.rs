@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::diverge::{first_divergence, same_step};
 use crate::i18n::Lang;
-use crate::model::{entry, run_label, CatalogEntry, PageData, Shown};
-use crate::pages;
+use crate::page_data::{entry, run_label, CatalogEntry, PageData, Shown};
+use crate::pool_runs;
 
 /// Id of the `<script type="application/json">` naming the pair compared.
 pub const COMPARE_PAIR_ID: &str = "kvw-compare";
@@ -159,18 +159,18 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
         )
     });
     let pages = step.pages.map(|v| {
-        let read = pages::total(&v.read);
-        let foreign = pages::pages_of_class(&v, &v.read, WriterClass::OtherTenant);
+        let read = pool_runs::total(&v.read);
+        let foreign = pool_runs::pages_of_class(&v, &v.read, WriterClass::OtherTenant);
         match lang.spoken() {
             Lang::En => format!(
                 "pages: reserved {} · transferred {} · read {read} ({foreign} another tenant's)",
-                pages::total(&v.reserved),
-                pages::total(&v.transferred)
+                pool_runs::total(&v.reserved),
+                pool_runs::total(&v.transferred)
             ),
             Lang::It => format!(
                 "pagine: riservate {} · trasferite {} · lette {read} ({foreign} di un altro tenant)",
-                pages::total(&v.reserved),
-                pages::total(&v.transferred)
+                pool_runs::total(&v.reserved),
+                pool_runs::total(&v.transferred)
             ),
         }
     });

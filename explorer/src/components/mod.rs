@@ -24,7 +24,7 @@ pub mod verdict;
 
 use leptos::prelude::*;
 
-use crate::model::{CatalogEntry, PageData, Shown};
+use crate::page_data::{CatalogEntry, PageData, Shown};
 
 /// Reactive state shared by the components of one replay.
 #[derive(Clone, Copy)]
@@ -81,7 +81,7 @@ impl ReplayCtx {
     /// The catalog entry of `stem`, if listed.
     pub fn entry(&self, stem: &str) -> Option<CatalogEntry> {
         self.catalog
-            .with_value(|c| crate::model::entry(c, stem).cloned())
+            .with_value(|c| crate::page_data::entry(c, stem).cloned())
     }
 
     /// Move to step `n`, clamped to 1..=7.

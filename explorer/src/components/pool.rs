@@ -2,7 +2,7 @@
 //!
 //! Each page is drawn with its writer class as colour *and* as a letter, and
 //! the request's reserved, transferred and read pages as outline, arrow and
-//! underline, explained by a text legend. Above [`pages::MAX_CELLS`] pages
+//! underline, explained by a text legend. Above [`pool_runs::MAX_CELLS`] pages
 //! the grid switches to proportional bars of runs and ranges, so the
 //! incident-scale pool (tens of thousands of pages) never becomes tens of
 //! thousands of elements. A sentence under the grid says the same in words.
@@ -13,7 +13,7 @@ use leptos::prelude::*;
 
 use crate::fixed::fixed;
 use crate::i18n::Lang;
-use crate::pages::{self, class_letter, class_slug};
+use crate::pool_runs::{self, class_letter, class_slug};
 
 fn class_label(class: WriterClass, lang: Lang) -> &'static str {
     match class {
@@ -56,7 +56,7 @@ fn Legend(lang: Lang) -> impl IntoView {
 fn Cells(view: PageView, lang: Lang) -> impl IntoView {
     let cells = (0..view.pages_total)
         .map(|p| {
-            let run = pages::run_at(&view.runs, p);
+            let run = pool_runs::run_at(&view.runs, p);
             let class = run.map_or(WriterClass::NeverWritten, |r| r.class);
             let mut css = format!("pg c-{}", class_slug(class));
             for (ranges, flag) in [
@@ -64,7 +64,7 @@ fn Cells(view: PageView, lang: Lang) -> impl IntoView {
                 (&view.transferred, " t"),
                 (&view.read, " x"),
             ] {
-                if pages::contains(ranges, p) {
+                if pool_runs::contains(ranges, p) {
                     css.push_str(flag);
                 }
             }
@@ -90,7 +90,7 @@ fn Bar(label: &'static str, segments: Vec<(u64, u64, String)>, total: u64) -> im
             <span class="bar-label">{label}</span>
             <span class="bar">
                 {segments.into_iter().map(|(first, count, css)| {
-                    let (left, width) = pages::bar_geometry(first, count, total);
+                    let (left, width) = pool_runs::bar_geometry(first, count, total);
                     view! { <span class=css style=format!("left:{}%;width:{}%", fixed(left, 3), fixed(width, 3))></span> }
                 }).collect_view()}
             </span>
@@ -99,7 +99,7 @@ fn Bar(label: &'static str, segments: Vec<(u64, u64, String)>, total: u64) -> im
 }
 
 fn range_segments(ranges: &[PageRange], css: &str) -> Vec<(u64, u64, String)> {
-    pages::merged(ranges)
+    pool_runs::merged(ranges)
         .iter()
         .map(|r| (r.first, r.count, css.to_string()))
         .collect()
@@ -152,7 +152,7 @@ fn RunTable(view: PageView, lang: Lang) -> impl IntoView {
                     {view.runs.iter().take(MAX_ROWS).map(|r| {
                         let writer = r.writer.as_ref().map(|w| format!("{} / {} / gen {}", w.tenant, w.rid, w.generation)).unwrap_or_else(|| "—".into());
                         view! { <tr>
-                            <td>{pages::range_label(&PageRange::up(r.first, r.count))}</td>
+                            <td>{pool_runs::range_label(&PageRange::up(r.first, r.count))}</td>
                             <td>{class_label(r.class, lang)}</td>
                             <td>{writer}</td>
                         </tr> }
@@ -166,15 +166,15 @@ fn RunTable(view: PageView, lang: Lang) -> impl IntoView {
 
 /// What the grid shows, in one or two sentences.
 fn summary(view: &PageView, lang: Lang) -> String {
-    let foreign = pages::pages_of_class(view, &view.read, WriterClass::OtherTenant);
-    let same = pages::pages_of_class(view, &view.read, WriterClass::SameTenant);
+    let foreign = pool_runs::pages_of_class(view, &view.read, WriterClass::OtherTenant);
+    let same = pool_runs::pages_of_class(view, &view.read, WriterClass::SameTenant);
     let (reserved, transferred, read) = (
-        pages::total(&view.reserved),
-        pages::total(&view.transferred),
-        pages::total(&view.read),
+        pool_runs::total(&view.reserved),
+        pool_runs::total(&view.transferred),
+        pool_runs::total(&view.read),
     );
     // A run counted down (`7→5`) is explained with the first one shown.
-    let arrow = match pages::first_down_run(&view.reserved) {
+    let arrow = match pool_runs::first_down_run(&view.reserved) {
         Some((label, listed)) => match lang.spoken() {
             Lang::En => format!(", in page-table order; {label} means {listed}"),
             Lang::It => {
@@ -186,11 +186,11 @@ fn summary(view: &PageView, lang: Lang) -> String {
     match lang.spoken() {
         Lang::En => format!(
             "Decode reserved {reserved} page(s) for this request (pages {}{arrow}); the transfer wrote {transferred} (pages {}); attention read {read} (pages {}), of which {foreign} were left by another tenant and {same} by the same tenant.",
-            pages::ranges_label(&view.reserved), pages::ranges_label(&view.transferred), pages::ranges_label(&view.read)
+            pool_runs::ranges_label(&view.reserved), pool_runs::ranges_label(&view.transferred), pool_runs::ranges_label(&view.read)
         ),
         Lang::It => format!(
             "Il decode ha riservato {reserved} pagine per questa richiesta (pagine {}{arrow}); il trasferimento ne ha scritte {transferred} (pagine {}); l'attenzione ne ha lette {read} (pagine {}), di cui {foreign} lasciate da un altro tenant e {same} dallo stesso tenant.",
-            pages::ranges_label(&view.reserved), pages::ranges_label(&view.transferred), pages::ranges_label(&view.read)
+            pool_runs::ranges_label(&view.reserved), pool_runs::ranges_label(&view.transferred), pool_runs::ranges_label(&view.read)
         ),
     }
 }
@@ -209,7 +209,7 @@ pub fn PoolView(view: PageView, lang: Lang) -> impl IntoView {
         lang.pick("tokens", "token")
     );
     let text = summary(&view, lang);
-    let drawing = if pages::draw_cells(&view) {
+    let drawing = if pool_runs::draw_cells(&view) {
         Either::Left(view! { <Cells view=view.clone() lang=lang/> })
     } else {
         Either::Right(view! { <Bars view=view.clone() lang=lang/> })

@@ -17,7 +17,7 @@ use super::switches::Switches;
 use super::verdict::VerdictPanel;
 use super::ReplayCtx;
 use crate::i18n::Lang;
-use crate::model::Shown;
+use crate::page_data::Shown;
 
 #[component]
 fn StepNav(names: Vec<(u8, String)>, lang: Lang) -> impl IntoView {

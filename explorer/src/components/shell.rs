@@ -12,7 +12,7 @@ use super::timeline::TimelineView;
 use super::trust_banner::TrustBanner;
 use super::ReplayCtx;
 use crate::i18n::Lang;
-use crate::model::page_href;
+use crate::page_data::page_href;
 
 #[component]
 fn LangSwitch(lang: Lang) -> impl IntoView {

@@ -15,7 +15,7 @@ use super::actions::switch_to;
 use super::ReplayCtx;
 use crate::catalog::{baseline_for, switches_for, SwitchView};
 use crate::i18n::Lang;
-use crate::model::CatalogEntry;
+use crate::page_data::CatalogEntry;
 use crate::switch_info::{info, origin_words, pr_url, Origin};
 
 /// The outcome of a catalog entry in words (it names the HTTP status).
@@ -102,7 +102,7 @@ pub fn Switches(lang: Lang) -> impl IntoView {
     let ctx = ReplayCtx::get();
     let stem = ctx.shown.with_untracked(|s| s.stem().to_string());
     let (switches, compare) = ctx.catalog.with_value(|catalog| {
-        let Some(entry) = crate::model::entry(catalog, &stem) else {
+        let Some(entry) = crate::page_data::entry(catalog, &stem) else {
             return (Vec::new(), None);
         };
         let compare = ctx.data.with_value(|d| {

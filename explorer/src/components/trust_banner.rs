@@ -12,7 +12,7 @@ use leptos::either::EitherOf4;
 use leptos::prelude::*;
 
 use super::ReplayCtx;
-use crate::model::Shown;
+use crate::page_data::Shown;
 
 /// The first 16 hex digits of a digest, enough to compare by eye.
 fn short(hex: &str) -> String {

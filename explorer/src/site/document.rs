@@ -14,7 +14,9 @@ use crate::components::shell::SitePage;
 use crate::components::ReplayCtx;
 use crate::csp::{boot_script, early_check_script, JS_FLAG};
 use crate::i18n::Lang;
-use crate::model::{page_href, page_title, run_label, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
+use crate::page_data::{
+    page_href, page_title, run_label, CatalogEntry, PageData, Shown, PAGE_DATA_ID,
+};
 
 /// Text escaped for HTML, by the renderer.
 pub fn escape(text: &str) -> String {
@@ -56,7 +58,7 @@ pub fn render_replay_page(
 ) -> String {
     let lang = data.lang;
     let title = page_title(
-        crate::model::entry(catalog, &data.receipt),
+        crate::page_data::entry(catalog, &data.receipt),
         &data.receipt,
         lang,
     );
@@ -97,7 +99,7 @@ pub fn render_compare_page(
     hydrate: bool,
 ) -> String {
     let (lang, root) = (data.lang, data.root.as_str());
-    let label = |stem: &str| run_label(crate::model::entry(catalog, stem), stem, lang);
+    let label = |stem: &str| run_label(crate::page_data::entry(catalog, stem), stem, lang);
     let title = format!("{} ↔ {} — kvwitness", label(&pair.left), label(&pair.right));
     let other = Lang::ALL
         .into_iter()

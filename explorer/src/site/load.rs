@@ -14,17 +14,17 @@ use kvw_evidence::audit::{AuditPredicate, AUDIT_PREDICATE_TYPE};
 use kvw_evidence::bundle::{read_bundle, receipt_name_of, verify_files_keeping, VerifyOptions};
 use kvw_evidence::canonical::sha256_hex;
 use kvw_evidence::error::EvidenceError;
-use kvw_evidence::keys::PUBLIC_KEY_FILE;
 use kvw_evidence::model_check::{ModelCheckPredicate, MODEL_CHECK_PREDICATE_TYPE};
 use kvw_evidence::receipt::{VerifiedReceipt, VerifiedStatement};
 use kvw_evidence::scenario::{
     FuzzPredicate, GatesPredicate, ScenarioPredicate, FUZZ_PREDICATE_TYPE, GATES_PREDICATE_TYPE,
     SCENARIO_PREDICATE_TYPE,
 };
+use kvw_evidence::signing::PUBLIC_KEY_FILE;
 use kvw_evidence::PREDICATE_TYPE;
 
 use super::SiteError;
-use crate::model::Shown;
+use crate::page_data::Shown;
 
 /// What a receipt holds, parsed once from its verified statement (boxed:
 /// the kinds differ much in size).

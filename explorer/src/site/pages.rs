@@ -32,8 +32,8 @@ use crate::gates_page::{GatesTable, GatesView};
 use crate::i18n::Lang;
 use crate::limits::truncation_line;
 use crate::markdown;
-use crate::model::{CatalogEntry, PageData, Shown, CATALOG_FILE};
 use crate::model_check_page::ModelCheckView;
+use crate::page_data::{CatalogEntry, PageData, Shown, CATALOG_FILE};
 use crate::scenario_page::ScenarioView;
 
 /// Static files that ship with every site.

@@ -59,7 +59,7 @@ fn check_head(shows: &Shows<'_>, digests: &[(&str, String)]) -> String {
 /// browser's check into the badge or the warning (the style sheet picks the
 /// words from `data-kvw-verdict`).
 fn banners(lang: Lang, shows: &Shows<'_>, digests: &[(&str, String)]) -> String {
-    let keyid = kvw_evidence::keys::PublicKey::from_json(shows.public_key_json.as_bytes())
+    let keyid = kvw_evidence::signing::PublicKey::from_json(shows.public_key_json.as_bytes())
         .map(|k| k.keyid())
         .unwrap_or_default();
     let index = format!("../{}", receipts_index_path(lang));

@@ -7,8 +7,8 @@
 #![allow(dead_code)]
 
 use kvw_check::{run, CheckOptions, FaultBudget};
-use kvw_evidence::keys::Signer;
 use kvw_evidence::receipt::sign_statement;
+use kvw_evidence::signing::Signer;
 use kvw_evidence::{Envelope, Fix};
 
 /// The model check of `fixes` with one request, signed as `<stem>.json`:

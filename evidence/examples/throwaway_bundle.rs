@@ -1,7 +1,7 @@
 //! Write a bundle of hand-made sample receipts, signed with a throw-away key.
 //!
 //! ```sh
-//! cargo run -p kvw-evidence --example sample_bundle -- /tmp/sample-bundle
+//! cargo run -p kvw-evidence --example throwaway_bundle -- /tmp/sample-bundle
 //! kvw verify /tmp/sample-bundle
 //! ```
 //!
@@ -24,7 +24,7 @@ fn main() {
 
 fn run() -> Result<(), kvw_evidence::EvidenceError> {
     let Some(out) = std::env::args_os().nth(1).map(PathBuf::from) else {
-        eprintln!("usage: sample_bundle OUT_DIR");
+        eprintln!("usage: throwaway_bundle OUT_DIR");
         std::process::exit(2);
     };
     let signer = Signer::generate();

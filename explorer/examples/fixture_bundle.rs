@@ -1,5 +1,5 @@
 //! Write the sample bundle (hand-made predicates, public test key) to a folder:
-//! `cargo run -p kvw-explorer --example sample_bundle -- DIR`.
+//! `cargo run -p kvw-explorer --example fixture_bundle -- DIR`.
 
 fn main() {
     let dir = std::env::args()

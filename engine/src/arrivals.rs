@@ -8,7 +8,7 @@
 use kvw_evidence::{ProbeConfig, Scale};
 use rand::Rng;
 
-use crate::model;
+use crate::attention;
 
 /// One request of the script.
 #[derive(Debug, Clone)]
@@ -64,8 +64,8 @@ pub fn incident(config: &ProbeConfig, rng: &mut impl Rng) -> Vec<Arrival> {
     };
     let jitter = rng.random_range(0..1_000);
     let mut arrival = |tenant: &str, at_us: u64, len: usize, new: u32, probed: bool| {
-        let canary = model::canary(tenant, rng);
-        let prompt = model::document(tenant, &canary, len, rng);
+        let canary = attention::canary(tenant, rng);
+        let prompt = attention::document(tenant, &canary, len, rng);
         Arrival {
             at_us,
             tenant: tenant.to_string(),

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use kvw_evidence::keys::refuse_git_work_tree;
+use kvw_evidence::signing::refuse_git_work_tree;
 use kvw_evidence::{PublicKey, Signer};
 
 #[test]
