@@ -30,7 +30,7 @@ stages=(
   "toolchain|install the wasm32 target, wasm-bindgen-cli, Chromium|./scripts/setup.sh"
   "fmt|cargo fmt --check|cargo fmt --all -- --check"
   "clippy|cargo clippy -D warnings, native, CUDA feature and wasm32 builds|lint"
-  "rust|every Rust test suite except the attack set (unit, integration, doc, explorer SSR, wasm export)|rust_tests"
+  "rust|every Rust test suite except the attack set (unit, integration, doc, the incident example, testkit, explorer SSR, wasm export)|rust_tests"
   "attacks|the attack set: hostile bundles, requests, servers and arguments against the kvw binary|cargo test -p kvw --test attacks -- --nocapture --test-threads 2"
   "build|release build of kvw (the binary the stages below run)|cargo build --release --bin kvw"
   "published-bundle|kvw verify --reproduce on the published bundle|with_kvw $kvw verify $bundle --reproduce"

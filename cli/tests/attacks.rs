@@ -22,7 +22,7 @@ mod site;
 #[path = "attacks/verify.rs"]
 mod verify;
 
-use harness::{run_all, Work};
+use harness::run_all;
 
 /// Total attacks across the groups (request and slow-client cases run
 /// against one server).
@@ -99,7 +99,7 @@ fn cli_refuses_every_attack() {
 /// nothing from outside the bundle.
 #[test]
 fn a_genuine_site_has_no_unescaped_markup() {
-    let w = Work::new();
+    let w = harness::work();
     let ran = harness::run_kvw(&site::genuine_build(&w), harness::Sink::Pipe, &[]);
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let mut html = String::new();

@@ -4,22 +4,23 @@
 //! from a per-tenant one. Every server here starts on a free port and stops
 //! itself.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use kvw_evidence::audit::{AuditPredicate, GateResult, SizeSource};
+use kvw_testkit::served::Process;
 
 const KVW: &str = env!("CARGO_BIN_EXE_kvw");
 
 /// `kvw serve --openai` on a free port; killed on drop.
 struct Server {
-    child: Child,
+    _process: Process,
     url: String,
 }
 
 impl Server {
     fn start(fixes: &str, cache: &str) -> Server {
-        let mut child = Command::new(KVW)
+        let mut serve = Command::new(KVW);
+        serve
             .args([
                 "serve",
                 "--openai",
@@ -30,29 +31,12 @@ impl Server {
             ])
             .args(["--key", "alpha-key", "--key", "beta-key", "--fixes", fixes])
             .args(["--prefix-cache", cache])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let url = serving_url(&mut child);
-        Server { child, url }
-    }
-}
-
-/// The base URL a starting `kvw serve` prints on its first line.
-fn serving_url(child: &mut Child) -> String {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let at = line.find("http://").expect(&line);
-    line[at..].trim().trim_end_matches("/v1").to_string()
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+            .stderr(Stdio::null());
+        let process = Process::spawn(serve);
+        Server {
+            url: process.url(),
+            _process: process,
+        }
     }
 }
 
@@ -214,7 +198,8 @@ fn unreachable_and_incompatible_endpoints_are_one_line_errors() {
     // A static site server is not an OpenAI endpoint.
     let site = tempfile::tempdir().unwrap();
     std::fs::write(site.path().join("index.html"), "hi").unwrap();
-    let mut child = Command::new(KVW)
+    let mut serve = Command::new(KVW);
+    serve
         .args([
             "serve",
             "--addr",
@@ -223,17 +208,14 @@ fn unreachable_and_incompatible_endpoints_are_one_line_errors() {
             "60",
             "--dir",
         ])
-        .arg(site.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = serving_url(&mut child);
+        .arg(site.path());
+    let site_server = Process::spawn(serve);
+    let url = site_server.url();
     let o = Command::new(KVW)
         .args(["audit", "--endpoint", &url, "--key", "a", "--key", "b"])
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(site_server);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use kvw_evidence::audit::{AuditPredicate, SizeSource};
+use kvw_testkit::served::App;
 use serde_json::{json, Value};
 
 const KVW: &str = env!("CARGO_BIN_EXE_kvw");
@@ -98,56 +99,15 @@ async fn completions(State(c): State<Counts>, body: String) -> Response {
 }
 
 /// The healthy three-characters-per-token server; stops when dropped.
-struct Server {
-    url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(counts: Counts) -> Server {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = Router::new()
+fn start(counts: Counts) -> App {
+    App::start(
+        Router::new()
             .route("/v1/models", get(models))
             .route("/get_server_info", get(server_info))
             .route("/tokenize", post(tokenize))
             .route("/v1/completions", post(completions))
-            .with_state(counts);
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                // Stops when dropped, or after two minutes whatever happens.
-                let end = async {
-                    let _ =
-                        tokio::time::timeout(std::time::Duration::from_secs(120), stopped).await;
-                };
-                let _ = axum::serve(listener, app).with_graceful_shutdown(end).await;
-            });
-        });
-        Server {
-            url,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+            .with_state(counts),
+    )
 }
 
 struct Audited {
@@ -227,8 +187,8 @@ impl Audited {
 /// The healthy server passes both gates, and the receipt of each states the
 /// decisive prompt's size as counted by `source`, past the limit it tests.
 fn passes_with_sizes_from(counts: Counts, source: SizeSource) {
-    let server = Server::start(counts);
-    let a = audit(&server.url);
+    let server = start(counts);
+    let a = audit(&server.url());
     for (gate, purpose, limit) in [
         ("status", "past the context", CONTEXT),
         ("capacity", "beyond the pool", POOL),
@@ -274,8 +234,8 @@ fn a_server_reporting_usage_is_sized_by_calibration_and_not_accused() {
 
 #[test]
 fn a_server_that_counts_nothing_is_inconclusive_never_failed_on_an_assumed_size() {
-    let server = Server::start(Counts::Silent);
-    let a = audit(&server.url);
+    let server = start(Counts::Silent);
+    let a = audit(&server.url());
     assert_eq!(a.code, Some(1), "{:?} {}", a.gates, a.stderr);
     for gate in ["status", "capacity"] {
         let g = a.gate(gate);

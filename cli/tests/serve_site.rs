@@ -2,24 +2,15 @@
 //! them, with cache headers and the site's Content-Security-Policy, and
 //! keeps `/healthz` and `/api/probe` beside the site.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-fn get(port: u16, path: &str, extra: &str) -> (String, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    (
-        String::from_utf8_lossy(&out[..at]).to_lowercase(),
-        out[at + 4..].to_vec(),
-    )
+use kvw_testkit::http;
+use kvw_testkit::served::Process;
+
+/// `GET path` with `extra` headers: the head, lowercased, and the body.
+fn get(port: u16, path: &str, extra: &[&str]) -> (String, Vec<u8>) {
+    let r = http::get(port, path, extra);
+    (r.head.to_lowercase(), r.body)
 }
 
 #[test]
@@ -35,7 +26,8 @@ fn precompressed_twins_and_cache_headers() {
         .unwrap();
     assert!(gz.status.success());
     std::fs::write(site.path().join("app.js.gz"), &gz.stdout).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kvw"))
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_kvw"));
+    serve
         .args([
             "serve",
             "--addr",
@@ -44,24 +36,11 @@ fn precompressed_twins_and_cache_headers() {
             "30",
             "--dir",
         ])
-        .arg(site.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line
-        .trim()
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+        .arg(site.path());
+    let server = Process::spawn(serve);
+    let port = server.port;
 
-    let (head, body) = get(port, "/app.js", "Accept-Encoding: gzip\r\n");
+    let (head, body) = get(port, "/app.js", &["Accept-Encoding: gzip"]);
     assert!(head.contains("content-encoding: gzip"), "{head}");
     assert_eq!(body, gz.stdout);
     assert!(
@@ -69,10 +48,10 @@ fn precompressed_twins_and_cache_headers() {
         "{head}"
     );
     assert!(head.contains("vary: accept-encoding"), "{head}");
-    let (head, body) = get(port, "/app.js", "");
+    let (head, body) = get(port, "/app.js", &[]);
     assert!(!head.contains("content-encoding"), "{head}");
     assert_eq!(body, js.as_bytes());
-    let (head, _) = get(port, "/", "");
+    let (head, _) = get(port, "/", &[]);
     assert!(head.contains("cache-control: no-cache"), "{head}");
     // The policy every page also states in its <meta> element.
     let policy = kvw_explorer::csp::policy().to_lowercase();
@@ -80,9 +59,7 @@ fn precompressed_twins_and_cache_headers() {
         head.contains(&format!("content-security-policy: {policy}\r\n")),
         "{head}"
     );
-    let (head, body) = get(port, "/healthz", "");
+    let (head, body) = get(port, "/healthz", &[]);
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert_eq!(body, b"ok\n");
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -20,6 +20,40 @@
 //! * [`slots`] — metadata buffer and Mamba slot allocators;
 //! * [`live`] — the same cluster serving requests as they arrive, on a real clock;
 //! * [`upstream_twin`] — the engine's side of each probe of a real SGLang release.
+//!
+//! # The incident in a few lines
+//!
+//! A probe is deterministic: the walkthrough preset with seed 2026 gives the
+//! same predicate on any machine. Without a fix the probed tenant's answer
+//! carries another tenant's canary; with SGLang PR #36988
+//! ([`Fix::RetireAbortedPrefillResult`](kvw_evidence::Fix::RetireAbortedPrefillResult))
+//! the aborted prefill result is retired and decode reads no foreign page.
+//!
+//! ```
+//! use kvw_engine::config::{incident_config, DEFAULT_SEED};
+//! use kvw_engine::probe::{run, ProbeError};
+//! use kvw_evidence::{Fix, Outcome, PoisonMode, Scale, Verdict};
+//!
+//! fn probe(fixes: &[Fix]) -> Result<Verdict, ProbeError> {
+//!     let config = incident_config(Scale::Walkthrough, fixes, PoisonMode::Off, DEFAULT_SEED)?;
+//!     Ok(run(&config)?.verdict)
+//! }
+//!
+//! let before = probe(&[])?;
+//! assert_eq!(before.outcome, Outcome::Leak);
+//! assert!(before.foreign_pages_read > 0);
+//! assert_eq!(before.tenants_leaked, ["acme"]);
+//! assert!(before.response_text.contains(&before.canaries_leaked[0]));
+//!
+//! let after = probe(&[Fix::RetireAbortedPrefillResult])?;
+//! assert!(!after.leak);
+//! assert_eq!(after.foreign_pages_read, 0);
+//! assert!(after.canaries_leaked.is_empty());
+//! # Ok::<(), ProbeError>(())
+//! ```
+//!
+//! `cargo run -p kvw-engine --example incident` runs the same two probes and
+//! prints what each one recorded.
 
 pub mod arrivals;
 pub mod attention;

@@ -5,6 +5,8 @@
 //! fix, signed; the site is built and read back as HTML.
 
 use std::fs;
+use std::path::Path;
+use std::sync::LazyLock;
 
 mod support;
 
@@ -35,14 +37,21 @@ fn escaped(text: &str) -> String {
 }
 
 struct Site {
-    _tmp: tempfile::TempDir,
     out: std::path::PathBuf,
     /// The predicate of `REPLAYED` under no fixes.
     replayed: ScenarioPredicate,
     rows: usize,
 }
 
-fn site() -> Site {
+/// The site every test here reads: built once per test binary, on first
+/// use, into this binary's temporary folder under the target directory
+/// (replaced by the next run, so nothing piles up in the system's).
+fn site() -> &'static Site {
+    static SITE: LazyLock<Site> = LazyLock::new(build);
+    &SITE
+}
+
+fn build() -> Site {
     let signer = Signer::from_seed(&SAMPLE_SEED);
     let mut others = Vec::new();
     let mut replayed = None;
@@ -71,14 +80,17 @@ fn site() -> Site {
     }
     others.push(support::fuzz_receipt(&signer));
     let probes = sample_receipts(&signer).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-gates");
+    if root.exists() {
+        fs::remove_dir_all(&root).unwrap();
+    }
+    fs::create_dir_all(&root).unwrap();
+    let (bundle, out) = (root.join("bundle"), root.join("site"));
     write_bundle_with_others(&bundle, probes, others, &signer).expect("a bundle of gate runs");
     let mut opts = SiteOptions::new(&bundle, &out);
     opts.wasm_dir = None;
     build_site(&opts).expect("the site builds");
     Site {
-        _tmp: tmp,
         out,
         replayed: replayed.expect("the replayed scenario ran"),
         rows,
@@ -112,7 +124,7 @@ fn row<'a>(table: &'a str, name: &str) -> &'a str {
 #[test]
 fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
     let site = site();
-    let html = read(&site, "en", "gates.html");
+    let html = read(site, "en", "gates.html");
     fs::write(std::env::temp_dir().join("kvw-gates.html"), &html).ok();
     support::assert_static_with_checks(&html, &["gates-fixes-none", "gates-fixes-all"]);
     let (none, all) = (section(&html, "none"), section(&html, "all"));
@@ -142,7 +154,7 @@ fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
             assert!(site.out.join("en").join(file).is_file(), "{file}");
         }
     }
-    let it = read(&site, "it", "gates.html");
+    let it = read(site, "it", "gates.html");
     assert!(it.contains("Gate di accettazione"));
     assert!(it.contains("<td>fallito</td>"));
     assert!(it.contains("<td>non esercitato</td>"));
@@ -172,7 +184,7 @@ fn the_gates_page_tables_every_row_for_none_and_all_and_links_each_run() {
 fn a_scenario_page_replays_every_event_on_the_page_grid() {
     let site = site();
     let file = format!("{}.html", scenario_stem(REPLAYED, &[]));
-    let html = read(&site, "en", &file);
+    let html = read(site, "en", &file);
     let stem = scenario_stem(REPLAYED, &[]);
     support::assert_static_with_checks(&html, &[&stem]);
     // The check compares the file with the digest of the receipt as stored.
@@ -218,7 +230,7 @@ fn a_scenario_page_replays_every_event_on_the_page_grid() {
     };
     assert!(html.contains(&why(Lang::En)), "{}", why(Lang::En));
     assert!(html.contains("href=\"gates.html\""));
-    let it = read(&site, "it", &file);
+    let it = read(site, "it", &file);
     assert!(it.contains(&why(Lang::It)), "{}", why(Lang::It));
     assert!(!it.contains(&why(Lang::En)));
     assert!(it.contains("Eventi, passo per passo"));
@@ -234,7 +246,7 @@ fn a_scenario_page_replays_every_event_on_the_page_grid() {
 #[test]
 fn a_shrunk_fuzz_case_replays_with_its_pictures_and_the_breaking_step() {
     let site = site();
-    let html = read(&site, "en", "fuzz-fixes-none-seed-2026.html");
+    let html = read(site, "en", "fuzz-fixes-none-seed-2026.html");
     support::assert_static_with_checks(&html, &["fuzz-fixes-none-seed-2026"]);
     let at = html
         .find("<p class=\"fz-broke\"><a href=\"#step-")
@@ -255,7 +267,7 @@ fn a_shrunk_fuzz_case_replays_with_its_pictures_and_the_breaking_step() {
         "the shrunk case draws its pages"
     );
     assert!(html.contains("Broken:"));
-    assert!(read(&site, "it", "fuzz-fixes-none-seed-2026.html").contains("Violato:"));
+    assert!(read(site, "it", "fuzz-fixes-none-seed-2026.html").contains("Violato:"));
 }
 
 /// The signed scenario predicate stored as `receipts/<stem>.json`.
@@ -273,11 +285,11 @@ fn a_scenario_page_compares_its_run_with_the_other_fixes() {
     let site = site();
     let name = "context_beyond_pool_is_never_answered_200";
     let (none, all) = (scenario_stem(name, &[]), scenario_stem(name, &Fix::ALL));
-    let (p_none, p_all) = (stored_scenario(&site, &none), stored_scenario(&site, &all));
+    let (p_none, p_all) = (stored_scenario(site, &none), stored_scenario(site, &all));
     let first = kvw_explorer::scenario_page::first_event_difference(&p_none.events, &p_all.events)
         .expect("the guard changes what happens");
     for (this, that) in [(&none, &all), (&all, &none)] {
-        let html = read(&site, "en", &format!("{this}.html"));
+        let html = read(site, "en", &format!("{this}.html"));
         let twin = &html[html.find("class=\"sc-twin\">").expect("a comparison")..];
         let twin = &twin[..twin.find("</section>").unwrap()];
         assert!(twin.contains(&format!("href=\"{that}.html\"")), "{twin}");
@@ -286,7 +298,7 @@ fn a_scenario_page_compares_its_run_with_the_other_fixes() {
             "{twin}"
         );
         assert!(twin.contains(&format!("href=\"#step-{}\"", first + 1)));
-        let it = read(&site, "it", &format!("{this}.html"));
+        let it = read(site, "it", &format!("{this}.html"));
         assert!(it.contains(&format!(
             "divergono per la prima volta all'evento {}",
             first + 1
@@ -294,7 +306,7 @@ fn a_scenario_page_compares_its_run_with_the_other_fixes() {
     }
     // The left-out receipt has no twin to compare with.
     let lone = read(
-        &site,
+        site,
         "en",
         &format!("{}.html", scenario_stem(LEFT_OUT, &[])),
     );

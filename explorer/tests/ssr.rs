@@ -4,7 +4,8 @@
 //! be replayed, and an incident-scale pool must not become 10⁴ elements.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 mod support;
 
@@ -28,12 +29,42 @@ fn build(bundle: &Path, out: &Path) -> kvw_explorer::site::SiteReport {
     build_site(&opts).expect("site builds")
 }
 
+/// The sample bundle and its site without a browser build, as the tests
+/// that only read them share it.
+struct SampleSite {
+    bundle: PathBuf,
+    out: PathBuf,
+    report: kvw_explorer::site::SiteReport,
+}
+
+/// Built once per test binary, on first use, into this binary's temporary
+/// folder under the target directory (replaced by the next run).
+fn sample_site() -> &'static SampleSite {
+    static SITE: LazyLock<SampleSite> = LazyLock::new(|| {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-ssr");
+        if root.exists() {
+            fs::remove_dir_all(&root).unwrap();
+        }
+        fs::create_dir_all(&root).unwrap();
+        let (bundle, out) = (root.join("bundle"), root.join("site"));
+        write_sample_bundle(&bundle).unwrap();
+        let report = build(&bundle, &out);
+        SampleSite {
+            bundle,
+            out,
+            report,
+        }
+    });
+    &SITE
+}
+
 #[test]
 fn every_step_state_and_response_is_in_the_static_html() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
-    write_sample_bundle(&bundle).unwrap();
-    let report = build(&bundle, &out);
+    let SampleSite {
+        bundle,
+        out,
+        report,
+    } = sample_site();
     assert!(report.notes.is_empty(), "{:?}", report.notes);
     let key = PublicKey::load(bundle.join("kvw.pub.json")).unwrap();
 
@@ -132,10 +163,7 @@ fn every_step_state_and_response_is_in_the_static_html() {
 
 #[test]
 fn incident_scale_pools_are_drawn_as_runs_not_cells() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
-    write_sample_bundle(&bundle).unwrap();
-    build(&bundle, &out);
+    let out = &sample_site().out;
     let html = fs::read_to_string(out.join("en/incident-incident-none.html")).unwrap();
     assert!(html.contains("class=\"bars\""));
     let cells = html.matches("class=\"pg ").count();
@@ -186,10 +214,7 @@ fn a_receipt_under_another_name_is_not_shown_as_verified() {
 
 #[test]
 fn compare_pages_mark_the_first_divergent_step() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
-    write_sample_bundle(&bundle).unwrap();
-    build(&bundle, &out);
+    let SampleSite { bundle, out, .. } = sample_site();
     let key = PublicKey::load(bundle.join("kvw.pub.json")).unwrap();
     let predicate = |stem: &str| {
         let bytes = fs::read(bundle.join("receipts").join(format!("{stem}.json"))).unwrap();
@@ -220,10 +245,11 @@ fn compare_pages_mark_the_first_divergent_step() {
 
 #[test]
 fn pages_embed_the_receipt_digest_not_the_receipt_and_share_one_catalog() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (bundle, out) = (tmp.path().join("bundle"), tmp.path().join("site"));
-    write_sample_bundle(&bundle).unwrap();
-    let report = build(&bundle, &out);
+    let SampleSite {
+        bundle,
+        out,
+        report,
+    } = sample_site();
     let sums = fs::read_to_string(bundle.join("SHA256SUMS")).unwrap();
     let catalog = fs::read(out.join("catalog.json")).unwrap();
     let catalog_sha = kvw_evidence::canonical::sha256_hex(&catalog);

@@ -2,39 +2,33 @@
 //! loopback HTTP: each gets the right 4xx in the OpenAI error shape, and
 //! the server keeps answering ordinary requests after all of them.
 
-mod common;
-
 use std::sync::Arc;
 
 use kvw_server::openai::{router, OpenAi};
 use kvw_server::service::{ClusterShape, EngineService};
 use kvw_server::tenant_keys::Keys;
+use kvw_testkit::http;
+use kvw_testkit::served::App;
 
 /// The endpoint on a free port, on a runtime thread of its own.
-fn start() -> (u16, tokio::runtime::Runtime) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
+fn start() -> App {
     let service = EngineService::start(ClusterShape::default()).unwrap();
     let keys = Keys::load(&["k-one".into(), "k-two".into()], None).unwrap();
-    let app = router(Arc::new(OpenAi::new(service, keys, "kvw-echo".into())));
-    rt.spawn(async move { axum::serve(listener, app).await });
-    (port, rt)
+    App::start(router(Arc::new(OpenAi::new(
+        service,
+        keys,
+        "kvw-echo".into(),
+    ))))
 }
 
 fn post(port: u16, key: Option<&str>, path: &str, body: &[u8]) -> (u16, String) {
-    let auth = key.map_or(String::new(), |k| format!("\r\nAuthorization: Bearer {k}"));
-    common::raw(
-        port,
-        &format!("POST {path} HTTP/1.1\r\nContent-Type: application/json{auth}"),
-        body,
-    )
+    let r = http::post_json(port, path, key, body);
+    (r.status, r.text())
+}
+
+fn get(port: u16, target: &str) -> (u16, String) {
+    let r = http::get(port, target, &[]);
+    (r.status, r.text())
 }
 
 /// The body is an OpenAI error whose code is the status.
@@ -58,7 +52,8 @@ type Case = (
 
 #[test]
 fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
-    let (port, _rt) = start();
+    let app = start();
+    let port = app.port;
     let c = "/v1/completions";
     let k = Some("k-one");
     let ok = br#"{"model":"kvw-echo","prompt":"^still here","max_tokens":5}"#;
@@ -142,29 +137,24 @@ fn bad_requests_get_openai_errors_and_the_server_keeps_serving() {
     // A chunked body past the limit is cut at the limit, not read to its end.
     let (status, text) = chunked(port, &[b' '; 64 * 1024], 24);
     assert_error(status, &text, 413, "larger than");
-    let (status, text) = common::raw(port, "GET /v1/models HTTP/1.1", b"");
+    let (status, text) = get(port, "/v1/models");
     assert_error(status, &text, 401, "API key");
     // Still serving, and still correct.
     let (status, text) = post(port, k, c, ok);
     assert_eq!(status, 200, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["choices"][0]["text"], "still");
-    assert_eq!(common::raw(port, "GET /healthz HTTP/1.1", b"").0, 200);
+    assert_eq!(get(port, "/healthz").0, 200);
 }
 
 /// POST `times` chunks of `chunk` as k-one, chunked; status and body.
 fn chunked(port: u16, chunk: &[u8], times: usize) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer k-one\r\nTransfer-Encoding: chunked\r\n\r\n";
-    let _ = s.write_all(head.as_bytes());
-    for _ in 0..times {
-        let _ = s.write_all(format!("{:x}\r\n", chunk.len()).as_bytes());
-        let _ = s.write_all(chunk);
-        let _ = s.write_all(b"\r\n");
-    }
-    let _ = s.write_all(b"0\r\n\r\n");
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    common::parse(&out)
+    let raw = http::chunked_bytes(
+        "/v1/completions",
+        &["Authorization: Bearer k-one"],
+        chunk,
+        times,
+    );
+    let r = http::exchange(port, &raw, http::READ_TIMEOUT);
+    (r.status, r.text())
 }

@@ -1,19 +1,16 @@
 //! `POST /api/probe` over loopback HTTP: a pre-fix probe's signed receipt
 //! shows the leak, a post-fix one does not, and bad bodies get 4xx.
 
-mod common;
-
 use std::sync::Arc;
 
 use kvw_evidence::{ProbePredicate, Signer};
 use kvw_server::probe_api::{router, ProbeApi};
+use kvw_testkit::http;
+use kvw_testkit::served::App;
 
 fn post(port: u16, body: &[u8]) -> (u16, String) {
-    common::raw(
-        port,
-        "POST /api/probe HTTP/1.1\r\nContent-Type: application/json",
-        body,
-    )
+    let r = http::post_json(port, "/api/probe", None, body);
+    (r.status, r.text())
 }
 
 #[test]
@@ -22,17 +19,8 @@ fn probes_come_back_signed_and_bad_bodies_are_refused() {
     let key = dir.path().join("k.json");
     let signer = Signer::generate();
     signer.save(&key).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = router(Arc::new(ProbeApi::new(Some(key))));
-    rt.spawn(async move { axum::serve(listener, app).await });
+    let app = App::start(router(Arc::new(ProbeApi::new(Some(key)))));
+    let port = app.port;
 
     for (fixes, leak) in [("none", true), ("all", false)] {
         let (status, body) = post(

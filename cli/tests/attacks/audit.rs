@@ -11,12 +11,11 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::harness::KVW;
+use crate::harness::{run_kvw_within, Sink};
 
 /// Address-space cap of the audited `kvw` (KiB): a body the auditor
 /// buffered whole (1 GiB, or an endless stream) does not fit.
@@ -310,47 +309,13 @@ fn audit(h: &Hostile, extra: &[&str]) -> Ran {
     args.push("--out".into());
     args.push(out.clone().into());
     args.extend(extra.iter().map(OsString::from));
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -v {MEMORY_LIMIT_KIB} && exec \"$0\" \"$@\""
-        ))
-        .arg(KVW)
-        .args(&args)
-        .env_remove("KVW_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let read = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out_t = read(Box::new(child.stdout.take().unwrap()));
-    let err_t = read(Box::new(child.stderr.take().unwrap()));
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > TIME_LIMIT {
-            timed_out = true;
-            let _ = child.kill();
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let ran = run_kvw_within(&args, Sink::Pipe, &[], MEMORY_LIMIT_KIB, TIME_LIMIT);
     let receipts = std::fs::read_dir(&out).map_or(0, |d| d.count());
     Ran {
-        code: status.code(),
-        stdout: out_t.join().unwrap_or_default(),
-        stderr: err_t.join().unwrap_or_default(),
-        timed_out,
+        code: ran.code,
+        stdout: ran.stdout,
+        stderr: ran.stderr,
+        timed_out: ran.timed_out,
         receipts,
         wrote: out.exists(),
         largest_request: h.largest_request.load(Ordering::Relaxed),

@@ -6,11 +6,14 @@
 //! prefix cache's `cached_tokens` across tenants.
 
 use std::ffi::OsString;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use kvw_testkit::http::{self, Response};
+use kvw_testkit::served::Process;
 
 use crate::harness::*;
 
@@ -21,16 +24,9 @@ const CLOSE_WITHIN: Duration = Duration::from_secs(6);
 
 /// A server on a site folder seeded with bait, stopped on drop.
 pub struct Server {
-    child: Child,
+    _process: Process,
     pub port: u16,
     pub _tmp: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -65,12 +61,7 @@ impl Server {
         a.push(IDLE.to_string().into());
         a.push("--dir".into());
         a.push(root.into());
-        let (child, port) = spawn_serve(&a);
-        Server {
-            child,
-            port,
-            _tmp: tmp,
-        }
+        spawn_serve(&a, tmp)
     }
 
     /// `kvw serve` with an OpenAI endpoint: keys `alpha` and `beta`,
@@ -96,39 +87,22 @@ impl Server {
         a.extend(extra.iter().map(OsString::from));
         a.push("--signing-key".into());
         a.push(key.into());
-        let (child, port) = spawn_serve(&a);
-        Server {
-            child,
-            port,
-            _tmp: tmp,
-        }
+        spawn_serve(&a, tmp)
     }
 
-    fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s
+    /// Send one raw request; the response (status 0 if the connection
+    /// closed without one, or none came within 10 s).
+    pub fn request(&self, raw: &[u8]) -> Response {
+        http::exchange(self.port, raw, Duration::from_secs(10))
     }
 
-    /// Send one raw request; the status code and body (0 if the connection
-    /// closed without a response).
-    pub fn request(&self, raw: &[u8]) -> (u16, String) {
-        let mut s = self.connect();
-        let _ = s.write_all(raw);
-        read_response(&mut s)
-    }
-
-    pub fn get(&self, target: &str) -> (u16, String) {
-        self.request(
-            format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
+    pub fn get(&self, target: &str) -> Response {
+        self.request(&get_bytes(target))
     }
 
     /// Seconds until the server closes a connection that behaves like `f`.
     fn closes_within(&self, f: impl Fn(&mut TcpStream) -> bool) -> Result<Duration, String> {
-        let mut s = self.connect();
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+        let mut s = http::connect(self.port, Duration::from_millis(200));
         let start = Instant::now();
         while start.elapsed() < CLOSE_WITHIN {
             if !f(&mut s) {
@@ -150,25 +124,17 @@ impl Server {
     }
 }
 
-/// Start `kvw serve ARGS`; its child and the port from its first line.
-fn spawn_serve(a: &[OsString]) -> (Child, u16) {
-    let mut child = Command::new(KVW)
-        .args(a)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .split("127.0.0.1:")
-        .nth(1)
-        .and_then(|p| p.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (child, port)
+/// Start `kvw serve ARGS`, its folder kept with it; the port comes from
+/// its first line.
+fn spawn_serve(a: &[OsString], tmp: tempfile::TempDir) -> Server {
+    let mut serve = Command::new(KVW);
+    serve.args(a).stderr(Stdio::null());
+    let process = Process::spawn(serve);
+    Server {
+        port: process.port,
+        _process: process,
+        _tmp: tmp,
+    }
 }
 
 /// A request attack: the target and the statuses that count as refused.
@@ -178,10 +144,15 @@ pub struct RequestCase {
     pub allowed: &'static [u16],
 }
 
+/// `GET target` with no body and no length.
+fn get_bytes(target: &str) -> Vec<u8> {
+    format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").into_bytes()
+}
+
 fn get(name: &'static str, target: &str, allowed: &'static [u16]) -> RequestCase {
     RequestCase {
         name,
-        raw: format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").into_bytes(),
+        raw: get_bytes(target),
         allowed,
     }
 }
@@ -345,26 +316,22 @@ pub fn run_against_server() -> (usize, Vec<String>) {
     let server = Server::start();
     let mut failures = Vec::new();
     // The server works at all (not an attack).
-    let (code, body) = server.get("/");
-    assert_eq!(code, 200, "{body}");
-    let (code, _) = server.get("/sub/page.html");
-    assert_eq!(code, 200);
+    let r = server.get("/");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(server.get("/sub/page.html").status, 200);
     let requests = request_cases();
     let slow = slow_cases();
     for case in &requests {
-        let start = Instant::now();
-        let (code, body) = server.request(&case.raw);
+        let r = server.request(&case.raw);
+        let code = r.status;
         if !case.allowed.contains(&code) {
             failures.push(format!(
                 "{}: status {code}, expected one of {:?}",
                 case.name, case.allowed
             ));
         }
-        if body.contains("SECRET-") {
+        if r.head.contains("SECRET-") || r.text().contains("SECRET-") {
             failures.push(format!("{}: served a secret", case.name));
-        }
-        if start.elapsed() > Duration::from_secs(10) {
-            failures.push(format!("{}: took {:?}", case.name, start.elapsed()));
         }
     }
     for (name, f) in &slow {
@@ -373,7 +340,7 @@ pub fn run_against_server() -> (usize, Vec<String>) {
         }
     }
     // Still serving after all of that.
-    let (code, _) = server.get("/");
+    let code = server.get("/").status;
     if code != 200 {
         failures.push(format!("server stopped answering (status {code})"));
     }
@@ -391,46 +358,25 @@ pub struct KeyedServers {
     pub small: Server,
 }
 
-/// A raw request with the given extra header lines and body, and
-/// `Connection: close`; status and response (0 when none came within 15 s).
-fn send(port: u16, head: &str, headers: &[&str], body: &str) -> (u16, String) {
-    let mut raw = format!("{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
-    for h in headers {
-        raw.push_str(h);
-        raw.push_str("\r\n");
-    }
-    raw.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-    let _ = s.write_all(raw.as_bytes());
-    read_response(&mut s)
-}
-
-/// Read a response to its end; its status (0 when none) and text.
-fn read_response(s: &mut TcpStream) -> (u16, String) {
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, text)
+/// A request with the given extra header lines and body, and
+/// `Connection: close` (status 0 when no answer came within 15 s).
+fn send(port: u16, line: &str, headers: &[&str], body: &str) -> Response {
+    http::send(port, line, headers, body.as_bytes())
 }
 
 fn completion(prompt: &str) -> String {
     serde_json::json!({"model": "kvw-echo", "prompt": prompt, "max_tokens": 4}).to_string()
 }
 
-fn expect(what: &str, got: (u16, String), want: u16) -> Result<String, String> {
-    if got.0 == want {
-        Ok(got.1)
+/// The body of `got` if its status is `want`.
+fn expect(what: &str, got: Response, want: u16) -> Result<String, String> {
+    if got.status == want {
+        Ok(got.text())
     } else {
         Err(format!(
             "{what}: status {}, expected {want}: {:?}",
-            got.0,
-            got.1.chars().take(300).collect::<String>()
+            got.status,
+            got.text().chars().take(300).collect::<String>()
         ))
     }
 }
@@ -438,8 +384,7 @@ fn expect(what: &str, got: (u16, String), want: u16) -> Result<String, String> {
 /// Open a connection that sends a POST's headers (`Content-Length`
 /// 1,000,000, or chunked) and the first byte of its body.
 fn slow_body(port: u16, key: Option<&str>, chunked: bool) -> TcpStream {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut s = http::connect(port, Duration::from_secs(30));
     let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
     let length = if chunked {
         "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"
@@ -613,7 +558,7 @@ pub fn key_cases() -> Vec<KeyCase> {
                                         &["Authorization: Bearer alpha"],
                                         &body,
                                     )
-                                    .0
+                                    .status
                                 })
                                 .collect::<Vec<u16>>()
                         })
@@ -643,7 +588,7 @@ pub fn key_cases() -> Vec<KeyCase> {
             let prompt = format!("^{}", "a shared system prompt ".repeat(40));
             let cached = |server: &Server, key: &str| -> Result<u64, String> {
                 let h = [format!("Authorization: Bearer {key}")];
-                let text = expect(
+                let body = expect(
                     "completion",
                     send(
                         server.port,
@@ -653,9 +598,8 @@ pub fn key_cases() -> Vec<KeyCase> {
                     ),
                     200,
                 )?;
-                let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
                 let v: serde_json::Value =
-                    serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))?;
+                    serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
                 v["usage"]["prompt_tokens_details"]["cached_tokens"]
                     .as_u64()
                     .ok_or_else(|| body.to_string())

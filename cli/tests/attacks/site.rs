@@ -15,6 +15,8 @@ use kvw_evidence::scenario::{events_sha256, EventPages, ScenarioPredicate};
 use kvw_evidence::{Envelope, PageRun, WriterClass};
 use serde_json::json;
 
+use kvw_testkit::hostile;
+
 use crate::harness::*;
 
 fn build(w: &Work) -> Vec<OsString> {
@@ -59,37 +61,19 @@ fn source_base(base: &'static str) -> impl Fn(&Work) -> Vec<OsString> + Send + S
 }
 
 pub fn cases() -> Vec<Case> {
-    let mut c = Vec::new();
-    c.push(s("readme-links-to-signing-key", "symbolic link", |w| {
-        w.symlink("README.md", &w.at("outside/signing-key.json"));
-    }));
-    c.push(s("index-links-to-etc-shadow", "symbolic link", |w| {
-        w.symlink("index.json", Path::new("/etc/shadow"));
-    }));
-    c.push(s("index-links-to-outside-secret", "symbolic link", |w| {
-        w.symlink("index.json", &w.at("outside/shadow"));
-    }));
+    // The hostile bundles verify refuses too, from the testkit's one list.
+    let mut c: Vec<Case> = hostile::bundles()
+        .into_iter()
+        .map(|h| s(h.name, h.needle, h.setup))
+        .collect();
     c.push(s("sums-links-to-secret", "symbolic link", |w| {
         w.symlink("SHA256SUMS", &w.at("outside/shadow"));
-    }));
-    c.push(s("receipts-folder-links-elsewhere", "symbolic link", |w| {
-        std::fs::rename(w.p("receipts"), w.at("outside/receipts")).unwrap();
-        w.symlink("receipts", &w.at("outside/receipts"));
-    }));
-    c.push(s("receipt-links-outside", "symbolic link", |w| {
-        std::fs::copy(w.p(LEAK), w.at("outside/leak.json")).unwrap();
-        w.symlink(LEAK, &w.at("outside/leak.json"));
-    }));
-    c.push(s("public-key-links-outside", "symbolic link", |w| {
-        std::fs::copy(w.p("kvw.pub.json"), w.at("outside/key")).unwrap();
-        w.symlink("kvw.pub.json", &w.at("outside/key"));
     }));
     c.push(sx("bundle-path-is-a-link", "symbolic link", |w| {
         std::fs::rename(&w.bundle, w.at("real")).unwrap();
         std::os::unix::fs::symlink(w.at("real"), &w.bundle).unwrap();
         vec![]
     }));
-    c.push(s("receipt-is-a-fifo", "FIFO", |w| w.fifo(LEAK)));
     c.push(s("readme-is-a-fifo", "FIFO", |w| w.fifo("README.md")));
     c.push(sx("bundle-path-is-a-fifo", "FIFO", |w| {
         std::fs::remove_dir_all(&w.bundle).unwrap();
@@ -101,15 +85,6 @@ pub fn cases() -> Vec<Case> {
     }));
     c.push(s("dotfile-in-bundle", "not listed", |w| {
         w.write(".htaccess", "x")
-    }));
-    c.push(s("file-name-not-utf8", "not UTF-8", |w| {
-        std::fs::write(w.p("receipts").join(raw_name(b"\xff.json")), b"{}").unwrap();
-    }));
-    c.push(s("oversized-receipt", "limit", |w| {
-        let mut bytes = w.read(LEAK);
-        bytes.resize(17 * 1024 * 1024, b' ');
-        w.write(LEAK, bytes);
-        w.reseal_sums();
     }));
     c.push(s("oversized-public-key", "limit", |w| {
         w.write("kvw.pub.json", vec![b' '; 17 * 1024 * 1024]);
@@ -441,7 +416,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 /// language and nowhere "not verified".
 #[test]
 fn site_build_of_receipts_that_verify_but_would_harm_the_site() {
-    let w = Work::new();
+    let w = work();
     javascript_upstream(&w);
     huge_scenario(&w);
     audit_receipt(&w);
