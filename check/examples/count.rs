@@ -4,14 +4,18 @@
 //! `cargo run --release -p kvw-check --example count -- all 3 all dfs`
 //! (fixes, requests, faults, strategy `bfs`/`dfs`).
 
-use kvw_check::{parse_faults, parse_fixes, run, CheckOptions, Strategy};
+use kvw_check::{parse_faults, run, CheckOptions, Strategy};
+use kvw_evidence::FixSet;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
     let opts = match (|| -> Result<CheckOptions, String> {
         Ok(CheckOptions {
-            fixes: parse_fixes(&arg(0, "none")).map_err(|e| e.to_string())?,
+            fixes: arg(0, "none")
+                .parse::<FixSet>()
+                .map_err(|e| e.to_string())?
+                .list(),
             requests: arg(1, "2")
                 .parse()
                 .map_err(|_| "requests must be a number")?,

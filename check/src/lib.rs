@@ -46,8 +46,6 @@ pub enum CheckError {
         max: u32,
         got: u32,
     },
-    #[error("unknown fix '{0}' (known: {known}, or none/all)", known = known_fixes())]
-    UnknownFix(String),
     #[error("unknown fault '{0}' (known: aborts[=N], late-write[=N], lost-ack[=N], or none/all)")]
     UnknownFault(String),
     #[error("fault '{0}': the count after '=' must be a number from 0 to 8")]
@@ -62,28 +60,6 @@ pub enum CheckError {
         "the decode pool of {pages} pages cannot hold request r0's {need} reserved pages; use --pages {need} or more"
     )]
     PoolTooSmall { pages: u32, need: u32 },
-}
-
-fn known_fixes() -> String {
-    Fix::ALL.map(Fix::name).join(", ")
-}
-
-/// Parse `none`, `all` or a comma-separated list of fix switch names.
-pub fn parse_fixes(s: &str) -> Result<Vec<Fix>, CheckError> {
-    match s.trim() {
-        "none" | "" => Ok(Vec::new()),
-        "all" => Ok(Fix::ALL.to_vec()),
-        list => {
-            let mut out = list
-                .split(',')
-                .map(str::trim)
-                .map(|n| Fix::from_name(n).ok_or_else(|| CheckError::UnknownFix(n.to_string())))
-                .collect::<Result<Vec<_>, _>>()?;
-            out.sort();
-            out.dedup();
-            Ok(out)
-        }
-    }
 }
 
 /// Fault budgets of one check.

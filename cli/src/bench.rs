@@ -31,7 +31,7 @@ pub struct BenchArgs {
     /// (the throughput benchmark of `kvw fuzz`; 100000 for the published
     /// figure).
     #[arg(long, default_value_t = 0, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(0..=crate::fuzz::MAX_RUNS))]
+          value_parser = clap::value_parser!(u64).range(0..=kvw_engine::fuzz_campaign::MAX_RUNS))]
     pub fuzz_runs: u64,
 }
 

@@ -87,7 +87,7 @@ pub struct ReproduceBudget {
     pub probe: ProbeBudget,
     /// Refuse to re-run a fuzz receipt of more runs than this.
     #[arg(long, value_name = "RUNS", default_value_t = DEFAULT_MAX_RUNS,
-          value_parser = clap::value_parser!(u64).range(1..=crate::fuzz::MAX_RUNS))]
+          value_parser = clap::value_parser!(u64).range(1..=kvw_engine::fuzz_campaign::MAX_RUNS))]
     pub max_runs: u64,
 }
 
@@ -100,7 +100,7 @@ impl ReproduceBudget {
                 "{} runs, over the budget of {} (raise it with --max-runs, at most {})",
                 p.runs,
                 self.max_runs,
-                crate::fuzz::MAX_RUNS
+                kvw_engine::fuzz_campaign::MAX_RUNS
             ));
         }
         let Some(c) = &p.counterexample else {

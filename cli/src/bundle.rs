@@ -1,12 +1,10 @@
 //! `kvw bundle`: run the whole fix matrix and publish it as a signed bundle.
 //!
-//! One command produces the evidence the project publishes: for each chosen
-//! scale, the incident probe with every combination of the six boolean fix
-//! switches (64 runs), plus `poison-on-free` in `log` and `refuse` mode with no
-//! fixes, plus the configuration answer (prefill pool raised to the context
-//! length). Beside them go the gate runs for no fixes and for every fix: the
-//! gates receipt of each and the scenario receipts its rows refer to, named
-//! as `kvw gates --out` names them. Each run is signed and the lot is
+//! One command produces the evidence the project publishes: the runs of
+//! [`kvw_engine::matrix`] and, beside them, the gate runs of
+//! [`GATE_FIX_SETS`] (the gates receipt of each and the scenario receipts
+//! its rows refer to, named as `kvw gates --out` names them). This module
+//! adds the flags, the progress bar and the read-back. Each run is signed and the lot is
 //! written with [`kvw_evidence::bundle::write_bundle_with_others`], which
 //! builds the folder beside its destination and renames it into place, so a
 //! failed run leaves nothing.
@@ -20,12 +18,12 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use kvw_evidence::bundle::{check_target, write_bundle_with_others, VerifyOptions};
-use kvw_evidence::{
-    sign_predicate, verify_bundle, Fix, PoisonMode, ProbeConfig, ProbePredicate, Scale, Signer,
-};
+use kvw_evidence::{sign_predicate, verify_bundle, ProbePredicate, Scale};
 use rayon::prelude::*;
 
+use kvw_engine::matrix::{self, MatrixSize, Row, GATE_FIX_SETS};
 use kvw_engine::probe;
+use kvw_engine::scenarios::receipts;
 
 /// Run the fix matrix and write a signed evidence bundle.
 #[derive(clap::Args, Debug, Clone)]
@@ -49,15 +47,14 @@ pub struct BundleArgs {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "walkthrough,incident",
-        value_parser = parse_scale
+        default_value = "walkthrough,incident"
     )]
     pub scales: Vec<Scale>,
 
     /// Incident-scale rows: `full` (every combination, as at walkthrough
     /// scale) or `outcomes` (no fixes, each switch alone, poison-on-free log and
     /// raise, pool ≥ context) for a smaller published bundle.
-    #[arg(long, value_enum, default_value = "full")]
+    #[arg(long, default_value = "full")]
     pub incident_matrix: MatrixSize,
 
     /// A model-check receipt (`kvw check --out`) to carry too, signed by the
@@ -89,89 +86,6 @@ fn read_model_checks(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, kvw_evide
         .collect()
 }
 
-/// How many fix combinations a scale gets.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MatrixSize {
-    Full,
-    Outcomes,
-}
-
-fn parse_scale(text: &str) -> Result<Scale, String> {
-    match text.trim() {
-        "walkthrough" => Ok(Scale::Walkthrough),
-        "incident" => Ok(Scale::Incident),
-        other => Err(format!(
-            "unknown scale '{other}' (known: walkthrough, incident)"
-        )),
-    }
-}
-
-fn scale_name(scale: Scale) -> &'static str {
-    match scale {
-        Scale::Walkthrough => "walkthrough",
-        Scale::Incident => "incident",
-    }
-}
-
-/// One run of the matrix: its receipt name and configuration.
-struct Row {
-    name: String,
-    config: ProbeConfig,
-}
-
-/// Every run for `scales`, in a fixed order.
-fn matrix(scales: &[Scale], seed: u64, incident: MatrixSize) -> anyhow::Result<Vec<Row>> {
-    let mut rows = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for &scale in scales {
-        if !seen.insert(scale_name(scale)) {
-            continue;
-        }
-        let prefix = format!("incident-{}", scale_name(scale));
-        let size = if scale == Scale::Incident {
-            incident
-        } else {
-            MatrixSize::Full
-        };
-        let masks: Vec<u32> = match size {
-            MatrixSize::Full => (0..1 << Fix::ALL.len()).collect(),
-            MatrixSize::Outcomes => std::iter::once(0)
-                .chain((0..Fix::ALL.len()).map(|i| 1 << i))
-                .collect(),
-        };
-        for mask in masks {
-            let fixes: Vec<Fix> = Fix::ALL
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| mask & (1 << i) != 0)
-                .map(|(_, f)| *f)
-                .collect();
-            let label = if fixes.is_empty() {
-                "none".to_string()
-            } else {
-                fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join("_")
-            };
-            rows.push(Row {
-                name: format!("{prefix}-fixes-{label}.json"),
-                config: probe::incident_config(scale, &fixes, PoisonMode::Off, seed)?,
-            });
-        }
-        for mode in [PoisonMode::Log, PoisonMode::Refuse] {
-            rows.push(Row {
-                name: format!("{prefix}-poison-on-free-{mode}.json"),
-                config: probe::incident_config(scale, &[], mode, seed)?,
-            });
-        }
-        let base = probe::incident_config(scale, &[], PoisonMode::Off, seed)?;
-        let context = base.context_len;
-        rows.push(Row {
-            name: format!("{prefix}-pool-ge-context.json"),
-            config: probe::with_prefill_pool(base, context)?,
-        });
-    }
-    Ok(rows)
-}
-
 /// Run every row, spread over the cores; results keep the rows' order.
 fn run_all(rows: &[Row], bar: &ProgressBar) -> anyhow::Result<Vec<ProbePredicate>> {
     rows.par_iter()
@@ -192,20 +106,14 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     // Refuse an unusable --out before minutes of probes, not after.
     check_target(&args.out).map_err(|e| anyhow!("{e}"))?;
     let model_checks = read_model_checks(&args.model_check)?;
-    let (signer, key_path) = match &args.key {
-        Some(path) => (
-            Signer::load(path).map_err(|e| anyhow!("{e}"))?,
-            path.clone(),
-        ),
-        None => Signer::load_or_create_default().map_err(|e| anyhow!("{e}"))?,
-    };
+    let (signer, key_path) = crate::sign::signer(args.key.as_deref())?;
     outln!(
         "signing with key {} ({})",
         signer.keyid(),
         key_path.display()
     )?;
 
-    let rows = matrix(&args.scales, args.seed, args.incident_matrix)?;
+    let rows = matrix::rows(&args.scales, args.seed, args.incident_matrix)?;
     let bar = ProgressBar::new(rows.len() as u64);
     if let Ok(style) =
         ProgressStyle::with_template("{bar:40} {pos}/{len} runs  {elapsed_precise}  {wide_msg}")
@@ -228,8 +136,8 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     }
     let model_check_receipts = model_checks.len();
     let mut others = model_checks;
-    for fixes in [Vec::new(), Fix::ALL.to_vec()] {
-        others.extend(crate::gates::run_signed(&fixes, &signer)?);
+    for fixes in GATE_FIX_SETS {
+        others.extend(receipts::run_signed(&fixes.list(), &signer)?);
     }
     let (probes, gate_receipts) = (receipts.len(), others.len() - model_check_receipts);
     let count = probes + gate_receipts + model_check_receipts;

@@ -11,17 +11,15 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kvw_check::{
-    explore_address, parse_faults, parse_fixes, serve_explorer, CheckOptions, Strategy,
-};
+use kvw_check::{explore_address, parse_faults, serve_explorer, CheckOptions, Strategy};
 use kvw_evidence::model_check::FaultBudget;
-use kvw_evidence::Fix;
+use kvw_evidence::FixSet;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Fix switches: a comma list, `none` or `all`.
-    #[arg(long, default_value = "none", value_parser = parse_fix_arg)]
-    pub fixes: FixArg,
+    #[arg(long, default_value = "none")]
+    pub fixes: FixSet,
     /// Requests in the model (1..=6).
     #[arg(long, default_value_t = 2)]
     pub requests: u32,
@@ -45,10 +43,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub force: crate::write::ForceArg,
-    /// Signing key file (default: the local key, created on first use).
-    #[arg(long)]
-    pub key: Option<PathBuf>,
+    pub sign: crate::sign::SignArgs,
     /// Serve stateright's explorer UI on this loopback address instead of checking.
     #[arg(long, value_name = "ADDR")]
     pub explore: Option<String>,
@@ -60,34 +55,17 @@ pub const DEFAULT_TIMEOUT_S: u64 = 600;
 /// Largest `--timeout`: one day.
 pub const MAX_TIMEOUT_S: u64 = 86_400;
 
-/// A parsed `--fixes` value.
-#[derive(Debug, Clone)]
-pub struct FixArg(pub Vec<Fix>);
-
 /// A parsed `--faults` value.
 #[derive(Debug, Clone)]
 pub struct FaultArg(pub FaultBudget);
-
-pub fn parse_fix_arg(s: &str) -> Result<FixArg, String> {
-    parse_fixes(s).map(FixArg).map_err(|e| e.to_string())
-}
 
 fn parse_fault_arg(s: &str) -> Result<FaultArg, String> {
     parse_faults(s).map(FaultArg).map_err(|e| e.to_string())
 }
 
-/// `none` or the switch names, comma-separated.
-pub fn fix_list(fixes: &[Fix]) -> String {
-    if fixes.is_empty() {
-        "none".into()
-    } else {
-        fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")
-    }
-}
-
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let options = CheckOptions {
-        fixes: args.fixes.0.clone(),
+        fixes: args.fixes.list(),
         requests: args.requests,
         tenants: args.tenants,
         decode_pages: args.pages,
@@ -108,7 +86,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(path) = &args.out {
-        crate::write::check_new(path, args.force.force)?;
+        crate::write::check_new(path, args.sign.force())?;
     }
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {msg}").map_err(|e| anyhow!("{e}"))?);
@@ -125,7 +103,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     writeln!(
         out,
         "kvw check — fixes {}; {} request(s), {} tenant(s), {} decode pages; faults: {} abort(s), {} late write(s), {} lost ack(s)",
-        fix_list(&options.fixes),
+        FixSet::new(&options.fixes),
         options.requests,
         options.tenants,
         options.decode_pages,
@@ -175,7 +153,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.out {
-        crate::probe::write_receipt(path, args.key.as_deref(), &predicate, args.force.force)?;
+        crate::probe::write_receipt(path, args.sign.key(), &predicate, args.sign.force())?;
         eprintln!("signed receipt written to {}", path.display());
     }
     if report.all_hold() {

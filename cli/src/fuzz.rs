@@ -7,23 +7,15 @@
 //! otherwise.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kvw_engine::fuzz::{self, Invariant};
-use kvw_evidence::scenario::{FuzzPredicate, InvariantCount};
-use kvw_evidence::Fix;
-use rayon::prelude::*;
+use kvw_engine::fuzz_campaign::{campaign, Summary, MAX_RUNS};
+use kvw_evidence::{receipt_name, Fix, FixSet};
 
-use crate::check::FixArg;
-use crate::gates::fixes_text as fix_list;
 use crate::out::clean;
-
-/// Most runs one command (or one `--reproduce`) may ask for: ten million,
-/// about an hour and a half at the measured 2,000 runs/s on two cores.
-pub const MAX_RUNS: u64 = 10_000_000;
+use crate::sign::SignArgs;
 
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
@@ -35,125 +27,30 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = kvw_engine::config::DEFAULT_SEED)]
     pub seed: u64,
     /// Fix switches: a comma list, `none` or `all`.
-    #[arg(long, default_value = "all", value_parser = crate::check::parse_fix_arg)]
-    pub fixes: FixArg,
+    #[arg(long, default_value = "all")]
+    pub fixes: FixSet,
     /// Write the result as a signed fuzz receipt into this folder (an
     /// existing receipt of the same name is refused unless --force).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub force: crate::write::ForceArg,
-    /// Signing key file (default: the local key, created on first use).
-    #[arg(long)]
-    pub key: Option<PathBuf>,
+    pub sign: SignArgs,
 }
 
-/// The outcome of many runs.
-pub struct Summary {
-    pub predicate: FuzzPredicate,
-    pub seconds: f64,
-}
-
-/// Counts over runs, merged across threads: memory stays constant however
-/// many runs there are.
-#[derive(Default)]
-struct Tally {
-    violating: u64,
-    stalled: u64,
-    by_invariant: [u64; Invariant::ALL.len()],
-    /// The lowest-numbered violating run and what it broke.
-    first: Option<(u64, Invariant)>,
-}
-
-/// Where `inv` is counted in [`Tally::by_invariant`].
-fn slot(inv: Invariant) -> usize {
-    Invariant::ALL.iter().position(|&i| i == inv).unwrap_or(0)
-}
-
-impl Tally {
-    fn add(mut self, i: u64, violation: Option<Invariant>, stalled: bool) -> Tally {
-        self.stalled += stalled as u64;
-        if let Some(inv) = violation {
-            self.violating += 1;
-            self.by_invariant[slot(inv)] += 1;
-            if self.first.is_none_or(|(j, _)| i < j) {
-                self.first = Some((i, inv));
-            }
-        }
-        self
-    }
-
-    fn merge(mut self, o: Tally) -> Tally {
-        self.violating += o.violating;
-        self.stalled += o.stalled;
-        for (a, b) in self.by_invariant.iter_mut().zip(o.by_invariant) {
-            *a += b;
-        }
-        self.first = match (self.first, o.first) {
-            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-            (a, b) => a.or(b),
-        };
-        self
-    }
-}
-
-/// Run `runs` cases of `seed` with `fixes`; shrink the first failing one.
+/// [`campaign`] with a progress bar on the terminal.
 pub fn fuzz_runs(runs: u64, seed: u64, fixes: &[Fix], bar: &ProgressBar) -> Summary {
-    let start = Instant::now();
-    let tally = (0..runs)
-        .into_par_iter()
-        .fold(Tally::default, |t, i| {
-            let r = fuzz::run_case(&fuzz::generate(seed, i), fixes);
-            bar.inc(1);
-            t.add(i, r.violation.map(|v| v.invariant), r.stalled)
-        })
-        .reduce(Tally::default, Tally::merge);
-    let seconds = start.elapsed().as_secs_f64();
-    let by_invariant = Invariant::ALL
-        .into_iter()
-        .map(|inv| InvariantCount {
-            invariant: inv.name().into(),
-            runs: tally.by_invariant[slot(inv)],
-        })
-        .filter(|c| c.runs > 0)
-        .collect();
-    let counterexample = tally.first.and_then(|(i, inv)| {
-        let case = fuzz::generate(seed, i);
-        let small = fuzz::shrink(&case, fixes, inv);
-        fuzz::counterexample(i, &case, &small, fixes)
-    });
-    let mut fixes = fixes.to_vec();
-    fixes.sort();
-    Summary {
-        predicate: FuzzPredicate {
-            engine: kvw_engine::probe::engine_info(),
-            fixes,
-            seed,
-            runs,
-            violating_runs: tally.violating,
-            stalled_runs: tally.stalled,
-            by_invariant,
-            counterexample,
-        },
-        seconds,
-    }
-}
-
-/// The file `kvw fuzz --out DIR` writes.
-pub fn receipt_name(fixes: &[Fix], seed: u64) -> String {
-    format!(
-        "fuzz-fixes-{}-seed-{seed}.json",
-        crate::gates::fix_label(fixes)
-    )
+    campaign(runs, seed, fixes, &|| bar.inc(1))
 }
 
 pub fn run(args: FuzzArgs) -> anyhow::Result<()> {
     if args.seed > kvw_engine::config::MAX_SEED {
         bail!("--seed exceeds 2^53 - 1, the largest integer a receipt records exactly");
     }
-    let fixes = &args.fixes.0;
+    let set = args.fixes;
+    let fixes = &set.list();
+    let name = receipt_name::fuzz(set, args.seed);
     if let Some(dir) = &args.out {
-        crate::write::check_new(&dir.join(receipt_name(fixes, args.seed)), args.force.force)?;
+        crate::write::check_new(&dir.join(&name), args.sign.force())?;
     }
     let bar = ProgressBar::new(args.runs);
     if let Ok(style) =
@@ -166,7 +63,7 @@ pub fn run(args: FuzzArgs) -> anyhow::Result<()> {
     let p = &summary.predicate;
     outln!(
         "kvw fuzz — fixes {}; {} runs, seed {}: {} violating, {} stalled on a lost ack; {:.2} s, {:.0} runs/s",
-        fix_list(fixes),
+        set,
         p.runs,
         p.seed,
         p.violating_runs,
@@ -207,8 +104,8 @@ pub fn run(args: FuzzArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-        let path = dir.join(receipt_name(fixes, args.seed));
-        crate::probe::write_receipt(&path, args.key.as_deref(), p, args.force.force)?;
+        let path = dir.join(&name);
+        crate::probe::write_receipt(&path, args.sign.key(), p, args.sign.force())?;
         eprintln!("signed receipt written to {}", path.display());
     }
     if p.violating_runs > 0 {
@@ -216,7 +113,7 @@ pub fn run(args: FuzzArgs) -> anyhow::Result<()> {
             "{} of {} runs broke an invariant with fixes {}",
             p.violating_runs,
             p.runs,
-            fix_list(fixes)
+            set
         );
     }
     Ok(())

@@ -11,44 +11,32 @@ use kvw_engine::scenarios::{receipts, Status};
 use kvw_words::scenario as words;
 use kvw_words::Lang;
 
-use crate::check::FixArg;
+use kvw_evidence::FixSet;
 
 use crate::out::clean;
 
 #[derive(Debug, Args)]
 pub struct GatesArgs {
     /// Fix switches: a comma list, `none` or `all`.
-    #[arg(long, default_value = "all", value_parser = crate::check::parse_fix_arg)]
-    pub fixes: FixArg,
+    #[arg(long, default_value = "all")]
+    pub fixes: FixSet,
     /// Write the gates receipt and one receipt per scenario into this
     /// folder (a receipt that exists there is refused unless --force).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub force: crate::write::ForceArg,
-    /// Signing key file (default: the local key, created on first use).
-    #[arg(long)]
-    pub key: Option<PathBuf>,
+    pub sign: crate::sign::SignArgs,
     /// Language of the table's expected, observed and why: `en` or `it`.
-    #[arg(long, default_value = "en", value_parser = crate::probe::parse_lang)]
+    #[arg(long, default_value = "en")]
     pub lang: Lang,
 }
 
-/// `none`, `all`, or the switch names joined with `_` (for file names).
-pub fn fix_label(fixes: &[kvw_evidence::Fix]) -> String {
-    fixes_text(fixes).replace(',', "_")
-}
-
-/// `none`, `all`, or the switch names joined with `,`.
-pub fn fixes_text(fixes: &[kvw_evidence::Fix]) -> String {
-    kvw_evidence::scenario::fixes_text(fixes)
-}
-
 pub fn run(args: GatesArgs) -> anyhow::Result<()> {
-    let fixes = &args.fixes.0;
+    let set = args.fixes;
+    let fixes = &set.list();
     let judged = receipts::judge_all(fixes);
     let gates = receipts::gates_predicate(fixes, &judged);
-    outln!("kvw gates — fixes {}", fixes_text(fixes))?;
+    outln!("kvw gates — fixes {set}")?;
     let lang = args.lang;
     outln!(
         "{:<18} {:<84} {:<14} {:<44} {:<46} {}",
@@ -114,18 +102,18 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out {
         write_all(
             dir,
-            args.key.as_deref(),
+            args.sign.key(),
             fixes,
             &judged,
             &gates,
-            args.force.force,
+            args.sign.force(),
         )?;
         eprintln!("signed receipts written to {}", dir.display());
     }
     if !gates.all_pass {
         bail!(
             "not every gate passes with fixes {} ({} fail, {} not exercised)",
-            fixes_text(fixes),
+            set,
             fail,
             idle
         );
@@ -143,11 +131,8 @@ fn write_all(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    let signer = match key {
-        Some(k) => kvw_evidence::Signer::load(k)?,
-        None => kvw_evidence::Signer::load_or_create_default()?.0,
-    };
-    let files = signed(fixes, judged, gates, &signer)?;
+    let (signer, _) = crate::sign::signer(key)?;
+    let files = receipts::signed(fixes, judged, gates, &signer)?;
     // Every name first: a refusal writes none of them.
     for (name, _) in &files {
         crate::write::check_new(&dir.join(name), force)?;
@@ -156,40 +141,4 @@ fn write_all(
         crate::probe::write_envelope(&dir.join(name), envelope, force)?;
     }
     Ok(())
-}
-
-/// The gates receipt and one receipt per scenario, signed, as (file name,
-/// envelope): `gates-fixes-<label>.json` and
-/// `scenario-<name>-fixes-<label>.json`, the names `kvw gates --out` and
-/// `kvw bundle` both use.
-pub fn signed(
-    fixes: &[kvw_evidence::Fix],
-    judged: &[kvw_engine::scenarios::Judged],
-    gates: &kvw_evidence::scenario::GatesPredicate,
-    signer: &kvw_evidence::Signer,
-) -> anyhow::Result<Vec<(String, kvw_evidence::Envelope)>> {
-    let label = fix_label(fixes);
-    let name = format!("gates-fixes-{label}.json");
-    let mut out = vec![(
-        name.clone(),
-        kvw_evidence::sign_statement(&name, gates, signer)?,
-    )];
-    for j in judged {
-        let p = receipts::scenario_predicate(j);
-        let name = format!("scenario-{}-fixes-{label}.json", j.scenario.name);
-        let envelope = kvw_evidence::sign_statement(&name, &p, signer)?;
-        out.push((name, envelope));
-    }
-    Ok(out)
-}
-
-/// Run every scenario under `fixes` and sign the gates receipt and the
-/// scenario receipts it refers to (see [`signed`]).
-pub fn run_signed(
-    fixes: &[kvw_evidence::Fix],
-    signer: &kvw_evidence::Signer,
-) -> anyhow::Result<Vec<(String, kvw_evidence::Envelope)>> {
-    let judged = receipts::judge_all(fixes);
-    let gates = receipts::gates_predicate(fixes, &judged);
-    signed(fixes, &judged, &gates, signer)
 }

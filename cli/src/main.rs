@@ -18,6 +18,7 @@ mod keygen;
 mod probe;
 mod scenario;
 mod serve;
+mod sign;
 mod site;
 mod upstream;
 mod verify;

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use kvw_evidence::{
-    ChecksumScope, FreeListPolicy, PageTail, PoisonMode, ProbePredicate, Scale, Signer,
+    ChecksumScope, FixSet, FreeListPolicy, PageTail, PoisonMode, ProbePredicate, Scale,
 };
 use kvw_words::probe::{self as words, Lang};
 
-use kvw_engine::config::{incident_config, parse_fixes, validate, with_prefill_pool, DEFAULT_SEED};
+use kvw_engine::config::{ProbeSpec, ValidConfig, DEFAULT_SEED};
 use kvw_engine::probe;
 
 #[derive(Debug, Subcommand)]
@@ -18,19 +18,11 @@ pub enum ProbeCommand {
     Incident(IncidentArgs),
 }
 
-/// A parsed `--fixes` value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FixList(pub Vec<kvw_evidence::Fix>);
-
-fn parse_fix_list(s: &str) -> Result<FixList, String> {
-    parse_fixes(s).map(FixList)
-}
-
 #[derive(Debug, Args)]
 pub struct IncidentArgs {
     /// Fix switches: a comma list, `none` or `all`.
-    #[arg(long, default_value = "none", value_parser = parse_fix_list)]
-    pub fixes: FixList,
+    #[arg(long, default_value = "none")]
+    pub fixes: FixSet,
     /// `walkthrough` (a few drawable pages) or `incident` (the disclosed numbers).
     #[arg(long, default_value = "walkthrough")]
     pub scale: Scale,
@@ -60,7 +52,7 @@ pub struct IncidentArgs {
     #[arg(long, default_value = "carried")]
     pub page_tail: PageTail,
     /// Language of the account: `en` or `it`.
-    #[arg(long, default_value = "en", value_parser = parse_lang)]
+    #[arg(long, default_value = "en")]
     pub lang: Lang,
     /// Print one JSON object (the receipt predicate) instead of the account.
     #[arg(long)]
@@ -70,10 +62,7 @@ pub struct IncidentArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub force: crate::write::ForceArg,
-    /// Signing key file (default: the local key, created on first use).
-    #[arg(long)]
-    pub key: Option<PathBuf>,
+    pub sign: crate::sign::SignArgs,
     /// Size limits (defaults 65536 pages per pool and 33554432 attended
     /// tokens): a probe over them is refused before it runs.
     #[command(flatten)]
@@ -81,23 +70,21 @@ pub struct IncidentArgs {
 }
 
 impl IncidentArgs {
-    /// The probe configuration these flags describe.
-    pub fn config(&self) -> anyhow::Result<kvw_evidence::ProbeConfig> {
-        let fixes: Vec<_> = self.fixes.0.clone();
-        let mut c = incident_config(self.scale, &fixes, self.poison_on_free, self.seed)?;
-        c.free_list = self.free_list;
-        c.checksum_scope = self.checksum_scope;
-        c.page_tail = self.page_tail;
-        if let Some(ps) = self.page_size {
-            c.page_size = ps;
+    /// The probe these flags describe, validated once, within the budget.
+    pub fn config(&self) -> anyhow::Result<ValidConfig> {
+        let c = ProbeSpec {
+            scale: self.scale,
+            fixes: self.fixes,
+            poison_on_free: self.poison_on_free,
+            seed: self.seed,
+            free_list: self.free_list,
+            checksum_scope: self.checksum_scope,
+            page_tail: self.page_tail,
+            prefill_pool_tokens: self.prefill_pool,
+            decode_pool_tokens: self.decode_pool,
+            page_size: self.page_size,
         }
-        if let Some(pool) = self.decode_pool {
-            c.decode_pool_tokens = pool;
-        }
-        if let Some(pool) = self.prefill_pool {
-            c = with_prefill_pool(c, pool)?;
-        }
-        validate(&c)?;
+        .validate()?;
         self.budget
             .check(&c)
             .map_err(|why| anyhow::anyhow!("probe refused: {why}"))?;
@@ -114,11 +101,11 @@ pub fn run(cmd: ProbeCommand) -> anyhow::Result<()> {
 fn incident(args: IncidentArgs) -> anyhow::Result<()> {
     let config = args.config()?;
     if let Some(path) = &args.out {
-        crate::write::check_new(path, args.force.force)?;
+        crate::write::check_new(path, args.sign.force())?;
     }
     let predicate = probe::run(&config)?;
     if let Some(path) = &args.out {
-        write_receipt(path, args.key.as_deref(), &predicate, args.force.force)?;
+        write_receipt(path, args.sign.key(), &predicate, args.sign.force())?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -143,10 +130,7 @@ pub fn write_receipt<P: kvw_evidence::PredicateKind>(
     force: bool,
 ) -> anyhow::Result<()> {
     crate::write::check_new(path, force)?;
-    let signer = match key {
-        Some(k) => Signer::load(k)?,
-        None => Signer::load_or_create_default()?.0,
-    };
+    let (signer, _) = crate::sign::signer(key)?;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -164,26 +148,10 @@ pub fn write_envelope(
     crate::write::write_file(path, envelope.to_json_pretty().as_bytes(), force)
 }
 
-pub fn parse_lang(s: &str) -> Result<Lang, String> {
-    match s {
-        "en" => Ok(Lang::En),
-        "it" => Ok(Lang::It),
-        _ => Err(format!("unknown language '{s}' (known: en, it)")),
-    }
-}
-
 /// The readable seven-step account, rendered from the predicate's facts.
 pub fn account(p: &ProbePredicate, lang: Lang) -> String {
     let c = &p.config;
-    let fixes = if c.fixes.is_empty() {
-        "none".to_string()
-    } else {
-        c.fixes
-            .iter()
-            .map(|f| f.label())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let fixes = words::fix_labels(&c.fixes);
     let mut s = String::new();
     s += &format!(
         "kvw probe incident — scale {}, context {} tokens, prefill pool {} tokens, decode pool {} tokens, page {} tokens\n",

@@ -14,9 +14,8 @@ use kvw_words::probe::{event_line, Lang};
 use kvw_words::scenario::{self as words, scenario_text};
 use serde_json::json;
 
-use crate::check::FixArg;
-use crate::gates::fixes_text as fix_list;
 use crate::out::clean;
+use kvw_evidence::FixSet;
 
 #[derive(Debug, Subcommand)]
 pub enum ScenarioCommand {
@@ -35,8 +34,8 @@ pub struct RunArgs {
     /// Scenario name (see `kvw scenario list`).
     pub name: String,
     /// Fix switches: a comma list, `none` or `all`.
-    #[arg(long, default_value = "all", value_parser = crate::check::parse_fix_arg)]
-    pub fixes: FixArg,
+    #[arg(long, default_value = "all")]
+    pub fixes: FixSet,
     /// Print the scenario predicate as JSON.
     #[arg(long)]
     pub json: bool,
@@ -45,12 +44,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub force: crate::write::ForceArg,
-    /// Signing key file (default: the local key, created on first use).
-    #[arg(long)]
-    pub key: Option<PathBuf>,
+    pub sign: crate::sign::SignArgs,
     /// Language of the description, events and verdict: `en` or `it`.
-    #[arg(long, default_value = "en", value_parser = crate::probe::parse_lang)]
+    #[arg(long, default_value = "en")]
     pub lang: Lang,
 }
 
@@ -96,9 +92,9 @@ fn list(as_json: bool) -> anyhow::Result<()> {
 
 fn run_one(args: RunArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.out {
-        crate::write::check_new(path, args.force.force)?;
+        crate::write::check_new(path, args.sign.force())?;
     }
-    let Some(judged) = receipts::run_named(&args.name, &args.fixes.0) else {
+    let Some(judged) = receipts::run_named(&args.name, &args.fixes.list()) else {
         bail!(
             "unknown scenario '{}' (see kvw scenario list)",
             clean(&args.name)
@@ -113,7 +109,7 @@ fn run_one(args: RunArgs) -> anyhow::Result<()> {
             "{} — gate {}, fixes {}",
             s.name,
             s.gate.name(),
-            fix_list(&judged.fixes)
+            FixSet::new(&judged.fixes)
         )?;
         let lang = args.lang;
         if let Some(t) = scenario_text(s.name) {
@@ -147,7 +143,7 @@ fn run_one(args: RunArgs) -> anyhow::Result<()> {
         )?;
     }
     if let Some(path) = &args.out {
-        crate::probe::write_receipt(path, args.key.as_deref(), &predicate, args.force.force)?;
+        crate::probe::write_receipt(path, args.sign.key(), &predicate, args.sign.force())?;
         eprintln!("signed receipt written to {}", path.display());
     }
     if judged.status == Status::Fail {

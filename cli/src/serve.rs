@@ -64,7 +64,7 @@ pub struct OpenAiArgs {
     pub keys_file: Option<PathBuf>,
     /// Fix switches of the cluster: none, all, or a comma list.
     #[arg(long, default_value = "none")]
-    pub fixes: String,
+    pub fixes: kvw_evidence::FixSet,
     /// Prefix cache: off, shared (across tenants) or per-tenant.
     #[arg(long, default_value = "off")]
     pub prefix_cache: String,
@@ -96,7 +96,7 @@ fn openai_router(
     keys: kvw_server::tenant_keys::Keys,
     body_time: Duration,
 ) -> anyhow::Result<Router> {
-    let fixes = kvw_engine::config::parse_fixes(&a.fixes).map_err(anyhow::Error::msg)?;
+    let fixes = a.fixes.list();
     let prefix_cache =
         kvw_engine::live::PrefixCacheMode::parse(&a.prefix_cache).with_context(|| {
             format!(

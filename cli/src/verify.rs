@@ -55,12 +55,12 @@ pub struct VerifyArgs {
 /// Re-run a probe for `--reproduce` within `budget`, reducing any error to
 /// one line.
 fn rerun(config: &ProbeConfig, budget: &ReproduceBudget) -> Result<ProbePredicate, String> {
-    kvw_engine::config::validate(config).map_err(|e| e.to_string())?;
+    let config = kvw_engine::config::ValidConfig::new(config.clone()).map_err(|e| e.to_string())?;
     budget
         .probe
-        .check(config)
+        .check(&config)
         .map_err(|why| format!("not re-run: {why}"))?;
-    kvw_engine::probe::run(config).map_err(|e| format!("{e:#}").replace('\n', " "))
+    kvw_engine::probe::run(&config).map_err(|e| format!("{e:#}").replace('\n', " "))
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {

@@ -40,8 +40,8 @@ pub fn reproduce(statement: &VerifiedStatement, budget: &ReproduceBudget) -> Res
             budget
                 .check_fuzz(&p)
                 .map_err(|why| format!("not re-run: {why}"))?;
-            let bar = indicatif::ProgressBar::hidden();
-            let again = crate::fuzz::fuzz_runs(p.runs, p.seed, &p.fixes, &bar).predicate;
+            let again =
+                kvw_engine::fuzz_campaign::campaign(p.runs, p.seed, &p.fixes, &|| {}).predicate;
             same(&p, &again)?;
         }
         MODEL_CHECK_PREDICATE_TYPE => {
@@ -50,7 +50,7 @@ pub fn reproduce(statement: &VerifiedStatement, budget: &ReproduceBudget) -> Res
             return Ok(Rerun::NotRerun(format!(
                 "a model check; re-check it with kvw check --fixes {} --requests {} --tenants {} \
                  --pages {} and its faults ({} abort(s), {} late write(s), {} lost ack(s))",
-                m.fix_list(),
+                m.fix_set(),
                 m.requests,
                 m.tenants,
                 m.decode_pages,

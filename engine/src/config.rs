@@ -4,7 +4,9 @@
 //! fully determines a run. This module builds the presets, derives the input
 //! cap, and refuses configurations that make no sense with one clear message.
 
-use kvw_evidence::{ChecksumScope, Fix, FreeListPolicy, PageTail, PoisonMode, ProbeConfig, Scale};
+use kvw_evidence::{
+    ChecksumScope, Fix, FixSet, FreeListPolicy, PageTail, PoisonMode, ProbeConfig, Scale,
+};
 
 use crate::attention::MAX_POSITIONS;
 
@@ -48,51 +50,118 @@ pub const MAX_SEED: u64 = (1 << 53) - 1;
 /// Default seed of every probe.
 pub const DEFAULT_SEED: u64 = 2026;
 
+/// A probe as asked for, before validation: a scale's preset, the switches,
+/// and any size or model-assumption overrides. The command line, the HTTP
+/// API and the fix matrix all describe a probe this way and turn it into a
+/// [`ValidConfig`] once, with [`ProbeSpec::validate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeSpec {
+    pub scale: Scale,
+    pub fixes: FixSet,
+    pub poison_on_free: PoisonMode,
+    pub seed: u64,
+    pub free_list: FreeListPolicy,
+    pub checksum_scope: ChecksumScope,
+    pub page_tail: PageTail,
+    /// Prefill pool in tokens instead of the preset's.
+    pub prefill_pool_tokens: Option<u64>,
+    /// Decode pool in tokens instead of the preset's (model assumption).
+    pub decode_pool_tokens: Option<u64>,
+    /// Page size in tokens instead of the preset's.
+    pub page_size: Option<u32>,
+}
+
+impl ProbeSpec {
+    /// The preset of `scale` with `fixes` on and every other choice at its
+    /// default (LIFO free lists, checksum over reserved pages, carried page
+    /// tails, no poison-on-free, the default seed).
+    pub fn new(scale: Scale, fixes: FixSet) -> Self {
+        ProbeSpec {
+            scale,
+            fixes,
+            poison_on_free: PoisonMode::Off,
+            seed: DEFAULT_SEED,
+            free_list: FreeListPolicy::Lifo,
+            checksum_scope: ChecksumScope::Reserved,
+            page_tail: PageTail::Carried,
+            prefill_pool_tokens: None,
+            decode_pool_tokens: None,
+            page_size: None,
+        }
+    }
+
+    /// The configuration this spec describes, checked: the only way to a
+    /// [`ValidConfig`] besides [`ValidConfig::new`].
+    pub fn validate(&self) -> Result<ValidConfig, ConfigError> {
+        let p = self.scale.preset();
+        ValidConfig::new(ProbeConfig {
+            scale: self.scale,
+            context_len: p.context_len,
+            prefill_pool_tokens: self.prefill_pool_tokens.unwrap_or(p.prefill_pool_tokens),
+            decode_pool_tokens: self.decode_pool_tokens.unwrap_or(p.decode_pool_tokens),
+            page_size: self.page_size.unwrap_or(p.page_size),
+            free_list: self.free_list,
+            fixes: self.fixes.list(),
+            poison_on_free: self.poison_on_free,
+            checksum_scope: self.checksum_scope,
+            page_tail: self.page_tail,
+            seed: self.seed,
+            waiting_timeout_s: 300,
+            max_new_tokens: p.max_new_tokens,
+        })
+    }
+}
+
+/// A probe configuration that passed validation. The engine runs only
+/// these and checks nothing again; receipts record the [`ProbeConfig`]
+/// inside, and a recorded one (`kvw verify --reproduce`) comes back through
+/// [`ValidConfig::new`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidConfig(ProbeConfig);
+
+impl ValidConfig {
+    /// Check `config`; the one place a configuration is validated.
+    pub fn new(config: ProbeConfig) -> Result<Self, ConfigError> {
+        validate(&config)?;
+        Ok(ValidConfig(config))
+    }
+
+    pub fn into_inner(self) -> ProbeConfig {
+        self.0
+    }
+}
+
+impl std::ops::Deref for ValidConfig {
+    type Target = ProbeConfig;
+    fn deref(&self) -> &ProbeConfig {
+        &self.0
+    }
+}
+
 /// Preset for the incident probe at `scale` with the given switches.
 pub fn incident_config(
     scale: Scale,
     fixes: &[Fix],
     poison_on_free: PoisonMode,
     seed: u64,
-) -> Result<ProbeConfig, ConfigError> {
-    let (context_len, prefill_pool_tokens, decode_pool_tokens, page_size, max_new_tokens) =
-        match scale {
-            // 8 reserved pages of 16 tokens for a 128-token prompt.
-            Scale::Walkthrough => (256, 112, 256, 16, 24),
-            // The disclosed production numbers.
-            Scale::Incident => (1_048_576, 681_280, 1_048_576, 64, 20),
-        };
-    let mut fixes = fixes.to_vec();
-    fixes.sort();
-    fixes.dedup();
-    let c = ProbeConfig {
-        scale,
-        context_len,
-        prefill_pool_tokens,
-        decode_pool_tokens,
-        page_size,
-        free_list: FreeListPolicy::Lifo,
-        fixes,
+) -> Result<ValidConfig, ConfigError> {
+    ProbeSpec {
         poison_on_free,
-        checksum_scope: ChecksumScope::Reserved,
-        page_tail: PageTail::Carried,
         seed,
-        waiting_timeout_s: 300,
-        max_new_tokens,
-    };
-    validate(&c)?;
-    Ok(c)
+        ..ProbeSpec::new(scale, FixSet::new(fixes))
+    }
+    .validate()
 }
 
-/// Set the prefill pool size.
-pub fn with_prefill_pool(mut c: ProbeConfig, tokens: u64) -> Result<ProbeConfig, ConfigError> {
+/// The same configuration with the prefill pool set to `tokens`.
+pub fn with_prefill_pool(c: ValidConfig, tokens: u64) -> Result<ValidConfig, ConfigError> {
+    let mut c = c.into_inner();
     c.prefill_pool_tokens = tokens;
-    validate(&c)?;
-    Ok(c)
+    ValidConfig::new(c)
 }
 
 /// Refuse configurations that cannot run.
-pub fn validate(c: &ProbeConfig) -> Result<(), ConfigError> {
+fn validate(c: &ProbeConfig) -> Result<(), ConfigError> {
     if c.page_size == 0 {
         return Err(ConfigError::ZeroPageSize);
     }
@@ -132,30 +201,6 @@ pub fn validate(c: &ProbeConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Parse `--fixes`: `none`, `all`, or a comma list of switch names.
-pub fn parse_fixes(s: &str) -> Result<Vec<Fix>, String> {
-    match s.trim() {
-        "none" | "" => Ok(Vec::new()),
-        "all" => Ok(Fix::ALL.to_vec()),
-        list => {
-            let mut out = Vec::new();
-            for name in list.split(',').map(str::trim) {
-                let f = Fix::from_name(name).ok_or_else(|| {
-                    let known: Vec<_> = Fix::ALL.iter().map(|f| f.name()).collect();
-                    format!(
-                        "unknown fix '{name}' (known: {}, or none/all)",
-                        known.join(", ")
-                    )
-                })?;
-                out.push(f);
-            }
-            out.sort();
-            out.dedup();
-            Ok(out)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,7 +217,9 @@ mod tests {
 
     #[test]
     fn contradictory_configs_are_refused() {
-        let base = incident_config(Scale::Walkthrough, &[], PoisonMode::Off, 1).unwrap();
+        let base = incident_config(Scale::Walkthrough, &[], PoisonMode::Off, 1)
+            .unwrap()
+            .into_inner();
         let mut c = base.clone();
         c.page_size = 0;
         assert_eq!(validate(&c), Err(ConfigError::ZeroPageSize));
@@ -199,27 +246,32 @@ mod tests {
                     ..
                 })
             ));
-            let mut d = c.clone();
+            let mut d = c.clone().into_inner();
             d.decode_pool_tokens = tokens;
             assert!(matches!(
                 validate(&d),
                 Err(ConfigError::PoolTooLarge { pool: "decode", .. })
             ));
         }
-        let mut s = c.clone();
+        let mut s = c.into_inner();
         s.seed = MAX_SEED + 1;
         assert_eq!(validate(&s), Err(ConfigError::SeedTooLarge(MAX_SEED + 1)));
     }
 
     #[test]
-    fn fix_lists_parse_and_unknown_names_fail() {
-        assert_eq!(parse_fixes("none").unwrap(), vec![]);
-        assert_eq!(parse_fixes("all").unwrap().len(), Fix::ALL.len());
-        assert_eq!(
-            parse_fixes("page-tags,kv-checksum").unwrap(),
-            vec![Fix::KvChecksum, Fix::PageTags]
-        );
-        let e = parse_fixes("kv-checksum,bogus").unwrap_err();
-        assert!(e.contains("unknown fix 'bogus'"), "{e}");
+    fn a_spec_validates_into_the_preset_with_its_overrides() {
+        let spec = ProbeSpec {
+            prefill_pool_tokens: Some(256),
+            ..ProbeSpec::new(Scale::Walkthrough, FixSet::ALL)
+        };
+        let c = spec.validate().unwrap();
+        assert_eq!(c.prefill_pool_tokens, 256);
+        assert_eq!(c.context_len, Scale::Walkthrough.preset().context_len);
+        assert_eq!(c.fixes, Fix::ALL);
+        let bad = ProbeSpec {
+            page_size: Some(0),
+            ..spec
+        };
+        assert_eq!(bad.validate(), Err(ConfigError::ZeroPageSize));
     }
 }

@@ -189,7 +189,8 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
 pub fn run_case_pictured(case: &Case, fixes: &[Fix], pictured: Option<usize>) -> CaseRun {
     let backend = Backend::Cpu;
     let base = incident_config(Scale::Walkthrough, fixes, PoisonMode::Off, 7)
-        .and_then(|c| with_prefill_pool(c, PREFILL_POOL));
+        .and_then(|c| with_prefill_pool(c, PREFILL_POOL))
+        .map(crate::config::ValidConfig::into_inner);
     let Ok(mut config) = base else {
         return CaseRun {
             violation: None,

@@ -46,11 +46,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kvw_evidence::ProbeConfig;
-
 use crate::arrivals::Arrival;
 use crate::backend::Backend;
-use crate::config::{validate, ConfigError};
+use crate::config::ValidConfig;
 use crate::sim::cost::Costs;
 use crate::sim::{Retained, Sim};
 use crate::trace::Trace;
@@ -89,7 +87,7 @@ impl PrefixCacheMode {
 #[derive(Debug, Clone)]
 pub struct LiveConfig {
     /// Pools, page size, context, fixes (a probe's configuration).
-    pub probe: ProbeConfig,
+    pub probe: ValidConfig,
     pub costs: Costs,
     pub prefix_cache: PrefixCacheMode,
     /// Blocks (pages of prompt) the prefix cache remembers, least recently
@@ -170,20 +168,19 @@ pub struct LiveEngine {
 }
 
 impl LiveEngine {
-    /// Validate the configuration and start the engine thread.
-    pub fn start(config: LiveConfig) -> Result<Self, ConfigError> {
-        validate(&config.probe)?;
+    /// Start the engine thread.
+    pub fn start(config: LiveConfig) -> Self {
         let (tx, rx) = mpsc::channel();
         let run_config = config.clone();
         let thread = std::thread::Builder::new()
             .name("kvw-live-engine".into())
             .spawn(move || run(run_config, rx))
             .ok();
-        Ok(LiveEngine {
+        LiveEngine {
             tx: Some(tx),
             thread,
             config,
-        })
+        }
     }
 
     pub fn config(&self) -> &LiveConfig {
@@ -297,7 +294,7 @@ const IDLE_WAIT: Duration = Duration::from_millis(50);
 fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
     let backend = Backend::detect();
     let cap = config.probe.prefill_input_cap() as usize;
-    let mut sim = Sim::with_costs(config.probe.clone(), Vec::new(), &backend, config.costs);
+    let mut sim = Sim::with_costs((*config.probe).clone(), Vec::new(), &backend, config.costs);
     let mut cache = PrefixCache {
         mode: config.prefix_cache,
         capacity: config.cache_blocks,
@@ -437,21 +434,22 @@ mod tests {
     use kvw_evidence::{Fix, PoisonMode, Scale};
 
     fn engine(fixes: &[Fix], cache: PrefixCacheMode) -> LiveEngine {
-        let mut probe = incident_config(Scale::Incident, fixes, PoisonMode::Off, 1).unwrap();
+        let mut probe = incident_config(Scale::Incident, fixes, PoisonMode::Off, 1)
+            .unwrap()
+            .into_inner();
         probe.context_len = 8192;
         probe.prefill_pool_tokens = 4096;
         probe.decode_pool_tokens = 16384;
         probe.page_size = 16;
         probe.waiting_timeout_s = 2;
         LiveEngine::start(LiveConfig {
-            probe,
+            probe: ValidConfig::new(probe).unwrap(),
             costs: live_costs(),
             prefix_cache: cache,
             cache_blocks: 4096,
             early_reject: true,
             clock_scale: 1,
         })
-        .unwrap()
     }
 
     fn ask(e: &LiveEngine, tenant: &str, text: &str, n: u32) -> LiveAnswer {

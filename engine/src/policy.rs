@@ -10,28 +10,8 @@ use kvw_evidence::Fix;
 
 use crate::req::{Req, Session};
 
-/// The boolean fix switches that are on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct FixSet(u8);
-
-impl FixSet {
-    pub fn new(fixes: &[Fix]) -> Self {
-        FixSet(fixes.iter().fold(0, |acc, f| acc | Self::bit(*f)))
-    }
-
-    fn bit(f: Fix) -> u8 {
-        1 << Fix::ALL.iter().position(|x| *x == f).unwrap_or(0)
-    }
-
-    pub fn has(&self, f: Fix) -> bool {
-        self.0 & Self::bit(f) != 0
-    }
-
-    /// The switches that are on, in canonical order.
-    pub fn list(&self) -> Vec<Fix> {
-        Fix::ALL.into_iter().filter(|f| self.has(*f)).collect()
-    }
-}
+/// The boolean fix switches that are on (the vocabulary's one set type).
+pub use kvw_evidence::FixSet;
 
 /// Upstream `is_unadmitted_reject` (PR #38935): a rejected request that
 /// holds nothing yet. Re-entering, preempted or retracted requests may hold

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use crate::arrivals;
 use crate::attention;
 use crate::backend::Backend;
-pub use crate::config::{incident_config, validate, with_prefill_pool};
+pub use crate::config::{incident_config, with_prefill_pool, ProbeSpec, ValidConfig};
 use crate::narrate;
 use crate::sim::cost::Costs;
 use crate::sim::Sim;
@@ -34,26 +34,25 @@ pub enum ProbeError {
 }
 
 /// Run the incident probe with this configuration on the detected backend.
-pub fn run(config: &ProbeConfig) -> Result<ProbePredicate, ProbeError> {
+pub fn run(config: &ValidConfig) -> Result<ProbePredicate, ProbeError> {
     run_on(config, &Backend::detect())
 }
 
 /// Run the incident probe on a given backend (detect it once for many runs).
-pub fn run_on(config: &ProbeConfig, backend: &Backend) -> Result<ProbePredicate, ProbeError> {
+pub fn run_on(config: &ValidConfig, backend: &Backend) -> Result<ProbePredicate, ProbeError> {
     run_with_costs(config, backend, Costs::default())
 }
 
 /// Run the incident probe with other hop and step costs (they only order
 /// events; see [`Costs`]).
 pub fn run_with_costs(
-    config: &ProbeConfig,
+    config: &ValidConfig,
     backend: &Backend,
     costs: Costs,
 ) -> Result<ProbePredicate, ProbeError> {
-    validate(config)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(config.seed);
     let arrivals = arrivals::incident(config, &mut rng);
-    let mut sim = Sim::with_costs(config.clone(), arrivals, backend, costs);
+    let mut sim = Sim::with_costs((**config).clone(), arrivals, backend, costs);
     sim.run();
     assemble(&sim)
 }

@@ -186,14 +186,9 @@ impl Req {
     }
 }
 
-/// SGLang's per-request input cap: `min(context_len - 1, pool - 1) - 5`.
-/// Context length is never rejected at start-up for exceeding the pool, so
-/// a request can be within the context and above this cap.
-pub fn max_req_input_len(context_len: u64, pool_tokens: u64) -> u64 {
-    (context_len.saturating_sub(1))
-        .min(pool_tokens.saturating_sub(1))
-        .saturating_sub(5)
-}
+/// SGLang's per-request input cap, computed in one place (the evidence
+/// crate, which receipts' configs share).
+pub use kvw_evidence::max_req_input_len;
 
 /// The scheduler's input-length check: returns the rejection message when
 /// the prompt reaches the cap. Upstream's `validate_input_length` rejects

@@ -45,7 +45,7 @@ fn late_write(fixes: &[Fix]) -> Outcome {
     ];
     let want = attention::decode(&arrivals[1].prompt[1..25]);
     let backend = Backend::Cpu;
-    let mut sim = Sim::new(config, arrivals, &backend);
+    let mut sim = Sim::new(config.into_inner(), arrivals, &backend);
     // acme's seventh page write (its last page) lands 300.3 s late.
     let room = sim.entries[0].room;
     sim.channel.inject(

@@ -4,18 +4,25 @@
 //! asserts that the pre-fix run leaks: a test that passes only because the
 //! scenario stopped leaking would fail here instead.
 
-use kvw_engine::probe::{incident_config, run, with_prefill_pool};
+use kvw_engine::probe::{incident_config, run, with_prefill_pool, ValidConfig};
 use kvw_evidence::{
     AbortCause, AssumptionId, ChecksumScope, Claim, Fix, Outcome, PageTail, PoisonMode,
     ProbeConfig, ProbePredicate, Provenance, Scale, WriterClass,
 };
 
 fn config(scale: Scale, fixes: &[Fix], poison: PoisonMode) -> ProbeConfig {
-    incident_config(scale, fixes, poison, 2026).unwrap()
+    incident_config(scale, fixes, poison, 2026)
+        .unwrap()
+        .into_inner()
+}
+
+/// `c` after validation, as the engine runs it (tests edit configs freely).
+fn valid(c: &ProbeConfig) -> ValidConfig {
+    ValidConfig::new(c.clone()).unwrap()
 }
 
 fn probe(scale: Scale, fixes: &[Fix], poison: PoisonMode) -> ProbePredicate {
-    run(&config(scale, fixes, poison)).unwrap()
+    run(&valid(&config(scale, fixes, poison))).unwrap()
 }
 
 fn walk(fixes: &[Fix]) -> ProbePredicate {
@@ -159,7 +166,7 @@ fn with_a_decode_pool_that_rejects_too_the_doors_answer_400_at_once() {
         PoisonMode::Off,
     );
     c.decode_pool_tokens = c.prefill_pool_tokens;
-    let p = run(&c).unwrap();
+    let p = run(&valid(&c)).unwrap();
     let v = &p.verdict;
     assert!(!v.leak);
     assert_eq!(v.http_status, 400);
@@ -183,7 +190,7 @@ fn with_a_decode_pool_that_rejects_too_the_doors_answer_400_at_once() {
     // page, so nothing foreign is read, and its pending abort answers 400.
     let mut pre = config(Scale::Walkthrough, &[], PoisonMode::Off);
     pre.decode_pool_tokens = pre.prefill_pool_tokens;
-    let pre = run(&pre).unwrap();
+    let pre = run(&valid(&pre)).unwrap();
     assert!(!pre.verdict.leak);
     assert_eq!(pre.verdict.http_status, 400);
     assert_eq!(pre.verdict.counters.prefill_batches, 1);
@@ -217,7 +224,7 @@ fn kv_checksum_catches_the_short_handoff_before_batching() {
     // The alternative scope (only the received pages) does not catch it.
     let mut c = config(Scale::Walkthrough, &[Fix::KvChecksum], PoisonMode::Off);
     c.checksum_scope = ChecksumScope::Received;
-    assert_pre_fix_leaks(&run(&c).unwrap());
+    assert_pre_fix_leaks(&run(&valid(&c)).unwrap());
     assert_pre_fix_leaks(&walk(&[]));
 }
 
@@ -273,7 +280,7 @@ fn poison_on_free_logs_or_refuses() {
 fn a_zeroed_page_tail_still_leaks_through_the_other_reserved_pages() {
     let mut c = config(Scale::Walkthrough, &[], PoisonMode::Off);
     c.page_tail = PageTail::Zeroed;
-    let p = run(&c).unwrap();
+    let p = run(&valid(&c)).unwrap();
     assert!(p.verdict.leak);
     assert!(!p.assumptions.iter().any(|a| a.id == AssumptionId::PageTail));
     assert_pre_fix_leaks(&walk(&[]));
@@ -282,7 +289,7 @@ fn a_zeroed_page_tail_still_leaks_through_the_other_reserved_pages() {
 #[test]
 fn pool_at_least_context_gives_the_correct_answer() {
     let base = config(Scale::Walkthrough, &[], PoisonMode::Off);
-    let ok = with_prefill_pool(base.clone(), base.context_len).unwrap();
+    let ok = with_prefill_pool(valid(&base), base.context_len).unwrap();
     let p = run(&ok).unwrap();
     let v = &p.verdict;
     assert!(!v.leak);
@@ -293,7 +300,7 @@ fn pool_at_least_context_gives_the_correct_answer() {
         "its own document"
     );
     assert_eq!(v.foreign_pages_read, 0);
-    assert_pre_fix_leaks(&run(&base).unwrap());
+    assert_pre_fix_leaks(&run(&valid(&base)).unwrap());
 }
 
 #[test]
@@ -345,7 +352,7 @@ fn fifo_hands_out_fresh_pages_first_so_fewer_foreign_pages_are_read() {
     let lifo = walk(&[]);
     let mut c = config(Scale::Walkthrough, &[], PoisonMode::Off);
     c.free_list = kvw_evidence::FreeListPolicy::Fifo;
-    let fifo = run(&c).unwrap();
+    let fifo = run(&valid(&c)).unwrap();
     assert!(fifo.verdict.foreign_pages_read < lifo.verdict.foreign_pages_read);
     assert_pre_fix_leaks(&lifo);
 }
@@ -397,9 +404,9 @@ fn hop_and_step_costs_order_events_but_never_decide_an_outcome() {
     let mut latencies = std::collections::BTreeSet::new();
     for fixes in rows {
         let c = config(Scale::Walkthrough, &fixes, PoisonMode::Off);
-        let base = run_with_costs(&c, &backend, d).unwrap();
+        let base = run_with_costs(&valid(&c), &backend, d).unwrap();
         for costs in variants {
-            let other = run_with_costs(&c, &backend, costs).unwrap();
+            let other = run_with_costs(&valid(&c), &backend, costs).unwrap();
             assert_eq!(key(&base), key(&other), "{fixes:?} with {costs:?}");
             latencies.insert(other.verdict.latency_us);
         }

@@ -16,11 +16,13 @@ pub mod audit;
 pub mod canonical;
 pub mod dsse;
 pub mod error;
+pub mod fix_set;
 pub mod judged;
 pub mod kinds;
 pub mod model_check;
 pub mod predicate;
 pub mod receipt;
+pub mod receipt_name;
 pub mod sample;
 pub mod scenario;
 pub mod schema;
@@ -41,6 +43,7 @@ pub mod wasm;
 
 pub use dsse::Envelope;
 pub use error::EvidenceError;
+pub use fix_set::FixSet;
 pub use predicate::*;
 pub use receipt::{
     reproducible_digest, sign_predicate, sign_statement, trace_sha256, verify_receipt,

@@ -62,17 +62,9 @@ pub struct ModelBounds {
 }
 
 impl ModelBounds {
-    /// The fix switches as `a,b,c`, or `none`.
-    pub fn fix_list(&self) -> String {
-        if self.fixes.is_empty() {
-            "none".to_string()
-        } else {
-            self.fixes
-                .iter()
-                .map(|f| f.name())
-                .collect::<Vec<_>>()
-                .join(",")
-        }
+    /// The fix switches that were on.
+    pub fn fix_set(&self) -> crate::FixSet {
+        crate::FixSet::new(&self.fixes)
     }
 }
 

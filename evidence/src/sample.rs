@@ -16,13 +16,20 @@ pub fn sample_config(
     poison_on_free: PoisonMode,
     seed: u64,
 ) -> ProbeConfig {
+    // A smaller walkthrough than the engine's, so hand-made pages stay few.
     let (context_len, prefill_pool_tokens, decode_pool_tokens, page_size) = match scale {
         Scale::Walkthrough => (64, 40, 64, 4),
-        Scale::Incident => (1_048_576, 681_280, 1_048_576, 64),
+        Scale::Incident => {
+            let p = scale.preset();
+            (
+                p.context_len,
+                p.prefill_pool_tokens,
+                p.decode_pool_tokens,
+                p.page_size,
+            )
+        }
     };
-    let mut fixes = fixes.to_vec();
-    fixes.sort();
-    fixes.dedup();
+    let fixes = crate::FixSet::canonical(fixes);
     ProbeConfig {
         scale,
         context_len,

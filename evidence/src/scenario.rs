@@ -228,24 +228,6 @@ pub struct InvariantCount {
     pub runs: u64,
 }
 
-/// `none`, `all`, or the switch names joined with `,`, in canonical order.
-pub fn fixes_text(fixes: &[Fix]) -> String {
-    let mut sorted = fixes.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    if sorted.is_empty() {
-        "none".into()
-    } else if sorted == Fix::ALL {
-        "all".into()
-    } else {
-        sorted
-            .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-}
-
 /// Lowercase hex SHA-256 of the JCS form of `events`.
 pub fn events_sha256(events: &[Event]) -> String {
     canonical_sha256(&events).unwrap_or_default()

@@ -64,7 +64,7 @@ pub fn entry_for(stem: &str, predicate: &ProbePredicate) -> CatalogEntry {
         leak: predicate.verdict.leak,
         outcome: crate::Lang::ALL
             .iter()
-            .map(|l| kvw_words::probe::outcome_line(predicate, l.render()))
+            .map(|l| kvw_words::probe::outcome_line(predicate, *l))
             .collect(),
     }
 }

@@ -54,7 +54,7 @@ fn broke_detail(c: &FuzzCounterexample, lang: Lang) -> String {
 #[component]
 pub fn FuzzView(stem: String, predicate: FuzzPredicate, lang: Lang) -> impl IntoView {
     let p = predicate;
-    let fixes = lang.fixes(&kvw_evidence::scenario::fixes_text(&p.fixes));
+    let fixes = lang.fix_set(kvw_evidence::FixSet::new(&p.fixes));
     let counts = format!(
         "{} {}, {} {}, {} {fixes}: {} {}, {} {}",
         p.runs,

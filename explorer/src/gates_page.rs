@@ -22,8 +22,7 @@ use kvw_words::scenario as words;
 /// The receipt stem of scenario `name` run under `fixes`, as `kvw gates
 /// --out` and `kvw bundle` name it.
 pub fn scenario_stem(name: &str, fixes: &[kvw_evidence::Fix]) -> String {
-    let label = kvw_evidence::scenario::fixes_text(fixes).replace(',', "_");
-    format!("scenario-{name}-fixes-{label}")
+    kvw_evidence::receipt_name::scenario_stem(name, kvw_evidence::FixSet::new(fixes))
 }
 
 /// One gates receipt of the site.
@@ -41,8 +40,9 @@ fn Table(
     lang: Lang,
 ) -> impl IntoView {
     let p = table.predicate;
-    let fixes = kvw_evidence::scenario::fixes_text(&p.fixes);
-    let fixes_shown = lang.fixes(&fixes);
+    let set = kvw_evidence::FixSet::new(&p.fixes);
+    let fixes = set.to_string();
+    let fixes_shown = lang.fix_set(set);
     // "3 fail"; in Italian the participle agrees: "1 fallito", "3 falliti".
     let count = |s| {
         let n = p.rows.iter().filter(|r| r.status == s).count();
@@ -79,10 +79,10 @@ fn Table(
                 <tr data-status=status_slug(r.status) data-scenario=r.scenario.clone()>
                     <td>{r.gate.clone()}</td>
                     <td>{cell}</td>
-                    <td>{said_view(words::expected(&r.expected, lang.render()))}</td>
-                    <td>{said_view(words::observed(&r.observed, lang.render()))}</td>
+                    <td>{said_view(words::expected(&r.expected, lang))}</td>
+                    <td>{said_view(words::observed(&r.observed, lang))}</td>
                     <td>{status_text(r.status, lang)}</td>
-                    <td>{said_view(words::why(&r.why, lang.render()))}</td>
+                    <td>{said_view(words::why(&r.why, lang))}</td>
                 </tr>
             }
         })

@@ -266,7 +266,7 @@ fn property_status(status: &str, lang: Lang) -> &str {
 #[component]
 pub fn ModelCheckView(stem: String, predicate: ModelCheckPredicate, lang: Lang) -> impl IntoView {
     let p = predicate;
-    let fixes = lang.fixes(&p.model.fix_list());
+    let fixes = lang.fix_set(p.model.fix_set());
     let (m, f) = (&p.model, &p.model.faults);
     let bounds = match lang {
         Lang::En => format!(

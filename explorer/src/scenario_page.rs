@@ -29,7 +29,7 @@ use crate::limits::{truncation_note, MAX_DRAWN_PICTURES, MAX_DRAWN_STEPS};
 
 /// A status in the reader's language.
 pub fn status_text(s: ScenarioStatus, lang: Lang) -> &'static str {
-    words::status(s, lang.render())
+    words::status(s, lang)
 }
 
 /// The status as a stable attribute value (`pass`, `fail`, `not-exercised`).
@@ -55,11 +55,10 @@ pub fn said_view(said: words::Said) -> AnyView {
 
 /// A guard's switches and rule, in the reader's language.
 fn guard_view(fixes: &[kvw_evidence::Fix], rule: Option<GuardRule>, lang: Lang) -> AnyView {
-    let switches = said_view(words::fix_list(fixes, lang.render()));
+    let switches = said_view(words::fix_list(fixes, lang));
     match rule {
         Some(rule) => {
-            view! { {switches}" ("{said_view(words::guard_rule(rule, lang.render()))}")" }
-                .into_any()
+            view! { {switches}" ("{said_view(words::guard_rule(rule, lang))}")" }.into_any()
         }
         None => switches,
     }
@@ -86,7 +85,7 @@ fn TwinCompare(
     twin: ScenarioPredicate,
     lang: Lang,
 ) -> impl IntoView {
-    let fixes = |p: &ScenarioPredicate| lang.fixes(&kvw_evidence::scenario::fixes_text(&p.fixes));
+    let fixes = |p: &ScenarioPredicate| lang.fix_set(kvw_evidence::FixSet::new(&p.fixes));
     let heading = view! { {lang.pick("Against the same scenario with fixes ", "A confronto con lo stesso scenario con correzioni ")}{fixes(&twin)} };
     let rows: Vec<(&str, AnyView, AnyView)> = vec![
         (
@@ -101,8 +100,8 @@ fn TwinCompare(
         ),
         (
             lang.pick("Observed", "Osservato"),
-            said_view(words::observed(&this.observed, lang.render())),
-            said_view(words::observed(&twin.observed, lang.render())),
+            said_view(words::observed(&this.observed, lang)),
+            said_view(words::observed(&twin.observed, lang)),
         ),
         (
             lang.pick("Events", "Eventi"),
@@ -113,7 +112,7 @@ fn TwinCompare(
     let line = |events: &[Event], i: usize| {
         events
             .get(i)
-            .map(|e| kvw_words::probe::event_line(e, lang.render()))
+            .map(|e| kvw_words::probe::event_line(e, lang))
             .unwrap_or_else(|| {
                 lang.pick("(no more events)", "(nessun altro evento)")
                     .to_string()
@@ -205,7 +204,7 @@ fn ScenarioStep(n: usize, event: Event, picture: Picture, lang: Lang) -> impl In
     let href = format!("#{id}");
     let (kind, fields) = event_fields(&event);
     let head = format!("{n}. {} µs — {} — {kind}", event.at_us, event.rid);
-    let line = kvw_words::probe::event_line(&event, lang.render());
+    let line = kvw_words::probe::event_line(&event, lang);
     let grid = match picture {
         Picture::Drawn(view) => view! { <PoolView view=view lang=lang/> }.into_any(),
         Picture::NotDrawn => view! {
@@ -319,7 +318,7 @@ pub fn ScenarioView(
     let p = predicate;
     let twin = twin.map(|(twin_stem, twin)| view! { <TwinCompare this=p.clone() stem=twin_stem twin=twin lang=lang/> });
     let info = p.scenario;
-    let fixes = lang.fixes(&kvw_evidence::scenario::fixes_text(&p.fixes));
+    let fixes = lang.fix_set(kvw_evidence::FixSet::new(&p.fixes));
     let upstream = info.upstream.map(|u| {
         let text = format!(
             "{} :: {}{}",
@@ -340,11 +339,11 @@ pub fn ScenarioView(
     let guard = guard_view(&info.guard_fixes, info.guard_rule, lang);
     let text = words::scenario_text(&info.name);
     let closed_by = match text {
-        Some(t) => said_view(t.closed_by(lang.render())),
+        Some(t) => said_view(t.closed_by(lang)),
         None => "—".into_any(),
     };
-    let description = text
-        .map(|t| view! { <p class="sc-description">{said_view(t.description(lang.render()))}</p> });
+    let description =
+        text.map(|t| view! { <p class="sc-description">{said_view(t.description(lang))}</p> });
     let facts: Vec<(&str, AnyView)> = vec![
         (
             lang.pick("Gate", "Gate"),
@@ -355,15 +354,15 @@ pub fn ScenarioView(
         (lang.pick("Closed by", "Chiuso da"), closed_by),
         (
             lang.pick("Expected", "Atteso"),
-            said_view(words::expected(&p.expected, lang.render())),
+            said_view(words::expected(&p.expected, lang)),
         ),
         (
             lang.pick("Observed", "Osservato"),
-            said_view(words::observed(&p.observed, lang.render())),
+            said_view(words::observed(&p.observed, lang)),
         ),
         (
             lang.pick("Why", "Perché"),
-            said_view(words::why(&p.why, lang.render())),
+            said_view(words::why(&p.why, lang)),
         ),
     ];
     let requests = requests_list(&p.requests, lang);

@@ -12,7 +12,6 @@ mod support;
 
 use kvw_engine::scenarios::receipts;
 use kvw_evidence::bundle::write_bundle_with_others;
-use kvw_evidence::receipt::sign_statement;
 use kvw_evidence::scenario::ScenarioPredicate;
 use kvw_evidence::signing::Signer;
 use kvw_evidence::Fix;
@@ -60,23 +59,17 @@ fn build() -> Site {
         let judged = receipts::judge_all(&fixes);
         let gates = receipts::gates_predicate(&fixes, &judged);
         rows = gates.rows.len();
-        let label = if fixes.is_empty() { "none" } else { "all" };
-        let name = format!("gates-fixes-{label}.json");
-        others.push((
-            name.clone(),
-            sign_statement(&name, &gates, &signer).unwrap(),
-        ));
-        for j in &judged {
-            if fixes.len() == Fix::ALL.len() && j.scenario.name == LEFT_OUT {
-                continue;
-            }
-            let p = receipts::scenario_predicate(j);
-            let name = format!("{}.json", scenario_stem(j.scenario.name, &fixes));
-            if fixes.is_empty() && j.scenario.name == REPLAYED {
-                replayed = Some(p.clone());
-            }
-            others.push((name.clone(), sign_statement(&name, &p, &signer).unwrap()));
+        if fixes.is_empty() {
+            let j = judged.iter().find(|j| j.scenario.name == REPLAYED);
+            replayed = j.map(receipts::scenario_predicate);
         }
+        let left_out = scenario_stem(LEFT_OUT, &fixes) + ".json";
+        let signed = receipts::signed(&fixes, &judged, &gates, &signer).unwrap();
+        others.extend(
+            signed
+                .into_iter()
+                .filter(|(name, _)| fixes.is_empty() || *name != left_out),
+        );
     }
     others.push(support::fuzz_receipt(&signer));
     let probes = sample_receipts(&signer).unwrap();

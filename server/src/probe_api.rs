@@ -106,7 +106,9 @@ pub fn router(state: Arc<ProbeApi>) -> Router {
         .with_state(state)
 }
 
-fn config(body: Result<Bytes, BytesRejection>) -> Result<kvw_evidence::ProbeConfig, ApiError> {
+fn config(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<kvw_engine::config::ValidConfig, ApiError> {
     let bytes = body.map_err(|r| ApiError::new(r.status(), r.body_text()))?;
     let v: Value = std::str::from_utf8(&bytes)
         .ok()
@@ -124,11 +126,11 @@ fn config(body: Result<Bytes, BytesRejection>) -> Result<kvw_evidence::ProbeConf
             "only the walkthrough scale runs over the API; use `kvw probe` for the incident scale",
         ));
     }
-    let fixes = match v.get("fixes") {
-        None => Vec::new(),
-        Some(Value::String(s)) => {
-            kvw_engine::config::parse_fixes(s).map_err(ApiError::bad_request)?
-        }
+    let fixes: kvw_evidence::FixSet = match v.get("fixes") {
+        None => kvw_evidence::FixSet::NONE,
+        Some(Value::String(s)) => s
+            .parse()
+            .map_err(|e: kvw_evidence::fix_set::UnknownFix| ApiError::bad_request(e.to_string()))?,
         Some(_) => return Err(ApiError::bad_request("'fixes' must be a string")),
     };
     let seed = match v.get("seed") {
@@ -137,18 +139,19 @@ fn config(body: Result<Bytes, BytesRejection>) -> Result<kvw_evidence::ProbeConf
             .as_u64()
             .ok_or_else(|| ApiError::bad_request("'seed' must be a non-negative integer"))?,
     };
-    let poison = match v.get("poison_on_free").and_then(Value::as_str) {
-        None | Some("off") => PoisonMode::Off,
-        Some("log") => PoisonMode::Log,
-        Some("refuse") => PoisonMode::Refuse,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "unknown poison_on_free '{other}'"
-            )))
-        }
+    let poison_on_free = match v.get("poison_on_free").and_then(Value::as_str) {
+        None => PoisonMode::Off,
+        Some(name) => name
+            .parse()
+            .map_err(|e| ApiError::bad_request(format!("poison_on_free: {e}")))?,
     };
-    kvw_engine::config::incident_config(Scale::Walkthrough, &fixes, poison, seed)
-        .map_err(|e| ApiError::bad_request(e.to_string()))
+    kvw_engine::config::ProbeSpec {
+        poison_on_free,
+        seed,
+        ..kvw_engine::config::ProbeSpec::new(Scale::Walkthrough, fixes)
+    }
+    .validate()
+    .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 async fn probe(State(api): State<Arc<ProbeApi>>, body: Result<Bytes, BytesRejection>) -> Response {

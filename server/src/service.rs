@@ -64,7 +64,8 @@ impl EngineService {
             &shape.fixes,
             PoisonMode::Off,
             kvw_engine::config::DEFAULT_SEED,
-        )?;
+        )?
+        .into_inner();
         probe.context_len = shape.context_len;
         probe.prefill_pool_tokens = shape.prefill_pool_tokens;
         probe.decode_pool_tokens = shape.decode_pool_tokens;
@@ -72,13 +73,13 @@ impl EngineService {
         probe.waiting_timeout_s = shape.waiting_timeout_s;
         probe.max_new_tokens = 1;
         let engine = LiveEngine::start(LiveConfig {
-            probe,
+            probe: kvw_engine::config::ValidConfig::new(probe)?,
             costs: kvw_engine::live::live_costs(),
             prefix_cache: shape.prefix_cache,
             cache_blocks: 8192,
             early_reject: shape.early_reject,
             clock_scale: shape.clock_scale,
-        })?;
+        });
         Ok(EngineService { engine, shape })
     }
 

@@ -4,14 +4,14 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvw_engine::probe::{incident_config, run};
+use kvw_engine::probe::{incident_config, run, ValidConfig};
 use kvw_evidence::bundle::VerifyOptions;
 use kvw_evidence::{
     sign_predicate, verify_bundle, write_bundle, Fix, PoisonMode, ProbeConfig, ProbePredicate,
     Scale, Signer,
 };
 
-fn configs() -> Vec<(String, ProbeConfig)> {
+fn configs() -> Vec<(String, ValidConfig)> {
     [
         ("none", vec![]),
         ("reject", vec![Fix::RetireUnadmittedReject]),
@@ -37,8 +37,11 @@ fn write(dir: &Path, signer: &Signer) {
     write_bundle(dir, receipts, signer).unwrap();
 }
 
+/// What `kvw verify --reproduce` does with a recorded config: validate it
+/// once, then run it.
 fn reproduce(c: &ProbeConfig) -> Result<ProbePredicate, String> {
-    run(c).map_err(|e| e.to_string())
+    let c = ValidConfig::new(c.clone()).map_err(|e| e.to_string())?;
+    run(&c).map_err(|e| e.to_string())
 }
 
 #[test]

@@ -9,13 +9,7 @@ use crate::Lang;
 
 /// The switches as `a,b`, `none`, or `all` when every switch is on.
 fn fixes(fixes: &[Fix]) -> String {
-    if fixes.is_empty() {
-        return "none".into();
-    }
-    if Fix::ALL.iter().all(|f| fixes.contains(f)) {
-        return "all".into();
-    }
-    fixes.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")
+    kvw_evidence::FixSet::new(fixes).to_string()
 }
 
 /// What was run, in a few words.

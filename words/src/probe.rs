@@ -15,6 +15,15 @@ use kvw_evidence::predicate::{
     Step, StopCause, Worker,
 };
 
+/// Each switch as `name (origin)`, joined with `, `; `none` when none is on.
+pub fn fix_labels(fixes: &[kvw_evidence::Fix]) -> String {
+    if fixes.is_empty() {
+        return "none".into();
+    }
+    let labels: Vec<_> = fixes.iter().map(|f| f.label()).collect();
+    labels.join(", ")
+}
+
 /// Name of step `n` (1..=7).
 pub fn step_name(n: u8, lang: Lang) -> &'static str {
     const EN: [&str; 7] = [

@@ -114,11 +114,8 @@ pub struct Setup {
 
 impl Setup {
     pub fn new(fixes: &[Fix]) -> Self {
-        let mut fixes = fixes.to_vec();
-        fixes.sort();
-        fixes.dedup();
         Setup {
-            fixes,
+            fixes: kvw_evidence::FixSet::canonical(fixes),
             doors: Doors::SHIPPED,
         }
     }

@@ -10,7 +10,9 @@ use kvw_evidence::scenario::{
     events_sha256, CapacityRow, EventPages, GateRow, GatesPredicate, ScenarioInfo,
     ScenarioPredicate, ScenarioStatus, UpstreamTest,
 };
-use kvw_evidence::{Fix, PoisonMode, Scale};
+use kvw_evidence::{
+    receipt_name, sign_statement, Envelope, EvidenceError, Fix, FixSet, PoisonMode, Scale, Signer,
+};
 
 use super::{all, Judged, Record, Scenario, Setup, Status};
 use crate::config::incident_config;
@@ -122,12 +124,9 @@ pub fn gates_predicate(fixes: &[Fix], judged: &[Judged]) -> GatesPredicate {
         })
         .collect();
     let all_pass = !rows.is_empty() && rows.iter().all(|r| r.status == ScenarioStatus::Pass);
-    let mut fixes = fixes.to_vec();
-    fixes.sort();
-    fixes.dedup();
     GatesPredicate {
         engine: engine_info(),
-        fixes,
+        fixes: kvw_evidence::FixSet::canonical(fixes),
         rows,
         capacity: capacity_rows(),
         all_pass,
@@ -137,4 +136,36 @@ pub fn gates_predicate(fixes: &[Fix], judged: &[Judged]) -> GatesPredicate {
 /// Run every scenario under `fixes` and build the gates predicate.
 pub fn gates(fixes: &[Fix]) -> GatesPredicate {
     gates_predicate(fixes, &judge_all(fixes))
+}
+
+/// The gates receipt and one receipt per scenario, signed, as (file name,
+/// envelope) under the names of [`kvw_evidence::receipt_name`]:
+/// `gates-fixes-<label>.json` and `scenario-<name>-fixes-<label>.json`,
+/// the names `kvw gates --out` and `kvw bundle` both write.
+pub fn signed(
+    fixes: &[Fix],
+    judged: &[Judged],
+    gates: &GatesPredicate,
+    signer: &Signer,
+) -> Result<Vec<(String, Envelope)>, EvidenceError> {
+    let set = FixSet::new(fixes);
+    let name = receipt_name::gates(set);
+    let mut out = vec![(name.clone(), sign_statement(&name, gates, signer)?)];
+    for j in judged {
+        let name = receipt_name::scenario(j.scenario.name, set);
+        let envelope = sign_statement(&name, &scenario_predicate(j), signer)?;
+        out.push((name, envelope));
+    }
+    Ok(out)
+}
+
+/// Run every scenario under `fixes` and sign the gates receipt and the
+/// scenario receipts it refers to (see [`signed`]).
+pub fn run_signed(
+    fixes: &[Fix],
+    signer: &Signer,
+) -> Result<Vec<(String, Envelope)>, EvidenceError> {
+    let judged = judge_all(fixes);
+    let gates = gates_predicate(fixes, &judged);
+    signed(fixes, &judged, &gates, signer)
 }

@@ -17,7 +17,7 @@ use super::{Observed, Setup};
 use crate::arrivals::Arrival;
 use crate::attention;
 use crate::backend::Backend;
-use crate::config::{incident_config, with_prefill_pool};
+use crate::config::{incident_config, with_prefill_pool, ValidConfig};
 use crate::policy::Doors;
 use crate::sim::{Extras, Response, Sim};
 use crate::transfer::Fault;
@@ -48,7 +48,8 @@ impl Script {
     /// walkthrough's input cap of 106 tokens).
     pub fn with_prefill_pool(setup: &Setup, tokens: u64) -> Self {
         let base = incident_config(Scale::Walkthrough, &setup.fixes, PoisonMode::Off, SEED)
-            .and_then(|c| with_prefill_pool(c, tokens));
+            .and_then(|c| with_prefill_pool(c, tokens))
+            .map(ValidConfig::into_inner);
         // The walkthrough preset with a page-aligned pool always validates.
         let config = base.unwrap_or_else(|_| unreachable_config());
         Script {

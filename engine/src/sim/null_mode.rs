@@ -8,14 +8,11 @@
 //! that let the stub into a handoff. This module serves one request that way
 //! on a real KV pool and records the same typed events as the PD workers.
 
-use kvw_evidence::{
-    DoorDecision, DoorName, Event, EventKind, Fix, PoisonMode, RequestInfo, Scale, Worker,
-};
+use kvw_evidence::{DoorDecision, DoorName, Event, EventKind, Fix, RequestInfo, Scale, Worker};
 use kvw_kernels::KvLayout;
 use rand::SeedableRng;
 
 use crate::attention::{self, k_code, v_code, HEAD_DIM};
-use crate::config::incident_config;
 use crate::policy::{self, Door, Doors, FixSet};
 use crate::pool::{KvPool, WriterId};
 use crate::req::{validate_input_length, Req};
@@ -34,10 +31,9 @@ pub fn serve(fixes: &[Fix], doors: &Doors, prompt_len: usize) -> NullRun {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(crate::scenarios::script::SEED);
     let canary = attention::canary("umbrella", &mut rng);
     let prompt = attention::document("umbrella", &canary, prompt_len, &mut rng);
-    let config = incident_config(Scale::Walkthrough, &[], PoisonMode::Off, 1).ok();
-    let (cap, page_size, pool_tokens) = config
-        .map(|c| (c.prefill_input_cap(), c.page_size, c.prefill_pool_tokens))
-        .unwrap_or((106, 16, 112));
+    let preset = Scale::Walkthrough.preset();
+    let (page_size, pool_tokens) = (preset.page_size, preset.prefill_pool_tokens);
+    let cap = kvw_evidence::max_req_input_len(preset.context_len, pool_tokens);
     let layout = KvLayout {
         page_size: page_size as usize,
         num_kv_heads: 1,

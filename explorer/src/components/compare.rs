@@ -146,7 +146,7 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
     let Some(step) = step else {
         return Either::Left(view! { <td data-label=label>"—"</td> });
     };
-    let sentences = kvw_words::probe::step_sentences(&step, lang.render());
+    let sentences = kvw_words::probe::step_sentences(&step, lang);
     let state = step.state.map(|s| {
         format!(
             "{}: finished()={} · {} {} → {} · {}",
@@ -155,7 +155,7 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
             lang.pick("prompt", "prompt"),
             s.original_prompt_len,
             s.origin_input_len,
-            kvw_words::probe::decision(s.decision, lang.render())
+            kvw_words::probe::decision(s.decision, lang)
         )
     });
     let pages = step.pages.map(|v| {
@@ -228,7 +228,7 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
         format!(
             "HTTP {} · {}",
             p.verdict.http_status,
-            kvw_words::probe::outcome_line(p, lang.render())
+            kvw_words::probe::outcome_line(p, lang)
         )
     };
     view! {

@@ -30,7 +30,7 @@ pub fn SourceLinks(
                     };
                     // Code reads the same in every language; a label the
                     // renderer does not know stays the receipt's English.
-                    let (code, text, english) = match label_in(&s.label, lang.render()) {
+                    let (code, text, english) = match label_in(&s.label, lang) {
                         SourceLabel::Code(code) => (true, code, false),
                         SourceLabel::Words(words) => (false, words, false),
                         SourceLabel::English(text) => (false, text, true),

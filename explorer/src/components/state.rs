@@ -31,7 +31,7 @@ pub fn StateTable(state: ReqState, lang: Lang) -> impl IntoView {
                     <th scope="row">{lang.pick("Prompt length (sent → now)", "Lunghezza del prompt (inviata → ora)")}</th>
                     <td>{format!("{} → {}", state.original_prompt_len, state.origin_input_len)}</td>
                 </tr>
-                <tr><th scope="row">{lang.pick("Decision", "Decisione")}</th><td><strong class="decision">{decision(state.decision, lang.render())}</strong></td></tr>
+                <tr><th scope="row">{lang.pick("Decision", "Decisione")}</th><td><strong class="decision">{decision(state.decision, lang)}</strong></td></tr>
             </tbody>
         </table>
         {pending.then(|| view! {

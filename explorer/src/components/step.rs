@@ -41,7 +41,7 @@ fn Events(events: Vec<Event>, lang: Lang) -> impl IntoView {
             <summary>{lang.pick("Events", "Eventi")}" ("{events.len()}")"</summary>
             <ol>
                 {events.into_iter().map(|e| view! {
-                    <li>{probe::event_line(&e, lang.render())}</li>
+                    <li>{probe::event_line(&e, lang)}</li>
                 }).collect_view()}
             </ol>
         </details>
@@ -58,7 +58,7 @@ pub fn StepView(run: Arc<ProbePredicate>, index: usize, cx: StepContext) -> impl
     let title_id = format!("step-{n}-title");
     let labelled_by = title_id.clone();
     let name = lang.step_name(n);
-    let sentences = probe::step_sentences(step, lang.render());
+    let sentences = probe::step_sentences(step, lang);
     let provenance = probe::step_provenance(step);
     let state = step
         .state

@@ -91,7 +91,7 @@ pub fn VerdictPanel(predicate: Arc<ProbePredicate>, lang: Lang) -> impl IntoView
     view! {
         <section class=css aria-labelledby="verdict-h" id="kvw-verdict">
             <h2 id="verdict-h"><span class="verdict-word">{word}</span>" · "<span class="verdict-http">{format!("HTTP {}", v.http_status)}</span></h2>
-            <p class="outcome" id="kvw-outcome">{kvw_words::probe::outcome_line(&predicate, lang.render())}</p>
+            <p class="outcome" id="kvw-outcome">{kvw_words::probe::outcome_line(&predicate, lang)}</p>
             <ul class="facts">
                 <li>{lang.pick("Foreign pages read: ", "Pagine altrui lette: ")}<strong>{v.foreign_pages_read.to_string()}</strong></li>
                 <li>{lang.pick("Canaries leaked: ", "Canary trapelati: ")}<strong>{v.canaries_leaked.len().to_string()}</strong></li>
@@ -102,7 +102,7 @@ pub fn VerdictPanel(predicate: Arc<ProbePredicate>, lang: Lang) -> impl IntoView
                     <summary>{lang.pick("Model assumptions this run rests on", "Ipotesi del modello su cui poggia questa esecuzione")}" ("{predicate.assumptions.len()}")"</summary>
                     <ul>
                         {predicate.assumptions.iter().map(|a| view! {
-                            <li>{kvw_words::probe::assumption_text(a.id, lang.render())}" "<code>{a.alternative.clone()}</code></li>
+                            <li>{kvw_words::probe::assumption_text(a.id, lang)}" "<code>{a.alternative.clone()}</code></li>
                         }).collect_view()}
                     </ul>
                 </details>
