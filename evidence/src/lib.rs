@@ -21,6 +21,7 @@ pub mod judged;
 pub mod kinds;
 pub mod model_check;
 pub mod predicate;
+pub mod preset;
 pub mod receipt;
 pub mod receipt_name;
 pub mod sample;
@@ -45,6 +46,7 @@ pub use dsse::Envelope;
 pub use error::EvidenceError;
 pub use fix_set::FixSet;
 pub use predicate::*;
+pub use preset::{max_req_input_len, Preset};
 pub use receipt::{
     reproducible_digest, sign_predicate, sign_statement, trace_sha256, verify_receipt,
     verify_statement, PredicateKind, VerifiedReceipt, VerifiedStatement,

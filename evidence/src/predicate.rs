@@ -198,58 +198,12 @@ pub struct ProbeConfig {
     pub max_new_tokens: u32,
 }
 
-/// SGLang's per-request input cap, `max_req_input_len`:
-/// `min(context_len - 1, pool - 1) - 5`. Context length is never rejected
-/// at start-up for exceeding the pool, so a request can be within the
-/// context and above this cap. The one computation of it.
-pub fn max_req_input_len(context_len: u64, pool_tokens: u64) -> u64 {
-    context_len
-        .saturating_sub(1)
-        .min(pool_tokens.saturating_sub(1))
-        .saturating_sub(5)
-}
-
-/// The sizes a probe at a [`Scale`] starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Preset {
-    pub context_len: u64,
-    pub prefill_pool_tokens: u64,
-    pub decode_pool_tokens: u64,
-    pub page_size: u32,
-    pub max_new_tokens: u32,
-}
-
-impl Scale {
-    /// The sizes of this scale, the one table of them.
-    pub const fn preset(self) -> Preset {
-        match self {
-            // 8 reserved pages of 16 tokens for a 128-token prompt.
-            Scale::Walkthrough => Preset {
-                context_len: 256,
-                prefill_pool_tokens: 112,
-                decode_pool_tokens: 256,
-                page_size: 16,
-                max_new_tokens: 24,
-            },
-            // The disclosed production numbers; the decode pool holding the
-            // whole context is a model assumption.
-            Scale::Incident => Preset {
-                context_len: 1_048_576,
-                prefill_pool_tokens: 681_280,
-                decode_pool_tokens: 1_048_576,
-                page_size: 64,
-                max_new_tokens: 20,
-            },
-        }
-    }
-}
-
 impl ProbeConfig {
     /// SGLang's per-request input cap for a worker with `pool_tokens`:
     /// `min(context_len - 1, pool - 1) - 5`. Context length is never
     /// rejected at start-up for exceeding the pool.
     pub fn input_cap(&self, pool_tokens: u64) -> u64 {
-        max_req_input_len(self.context_len, pool_tokens)
+        crate::preset::max_req_input_len(self.context_len, pool_tokens)
     }
 
     /// The prefill worker's input cap (681,274 at incident scale).

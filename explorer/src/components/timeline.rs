@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use crate::i18n::Lang;
-use crate::timeline::TIMELINE;
+use crate::timeline::{unzoned_note, TIMELINE};
 
 #[component]
 pub fn TimelineView(lang: Lang) -> impl IntoView {
@@ -12,9 +12,10 @@ pub fn TimelineView(lang: Lang) -> impl IntoView {
             <h2 id="timeline-h">{lang.pick("Timeline (public record)", "Cronologia (fonti pubbliche)")}</h2>
             <ol>
                 {TIMELINE.iter().map(|m| view! {
-                    <li><time>{m.when}</time>" "<span>{m.text(lang)}</span></li>
+                    <li><time datetime=m.date>{m.when()}</time>" "<span>{m.text(lang)}</span></li>
                 }).collect_view()}
             </ol>
+            <p class="note">{unzoned_note(lang)}</p>
         </section>
     }
 }
