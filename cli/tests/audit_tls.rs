@@ -206,7 +206,7 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
             "--key",
             KEYS[1],
         ])
-        .args(["--json", "--max-seconds", "120", "--request-timeout", "20"])
+        .args(["--json", "--max-seconds", "120"])
         .arg("--out")
         .arg(&out_dir)
         .arg("--signing-key")
@@ -358,4 +358,31 @@ fn keys_a_server_echoes_are_masked_in_output_and_receipts() {
     let all = a.everything();
     assert!(all.contains("[key of t0]"), "the echo was not recorded");
     assert_no_key(&a);
+}
+
+#[test]
+fn a_server_that_never_answers_the_handshake_is_one_line_in_bounded_time() {
+    // Accepts connections and says nothing, for at most 60 s.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let tarpit = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !stopped.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+            if let Ok((s, _)) = listener.accept() {
+                held.push(s);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}");
+    let a = audit(&url, &["--request-timeout", "2"]);
+    stop.store(true, Ordering::SeqCst);
+    tarpit.join().unwrap();
+    let err = a.one_line_error();
+    assert!(err.contains("gave no answer"), "{err}");
+    assert!(err.contains("within the request timeout"), "{err}");
 }
