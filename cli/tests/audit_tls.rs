@@ -280,6 +280,14 @@ fn https_with_the_private_ca_passes_and_without_it_stops_with_one_line() {
     let a = audit(&front.url(), &["--cacert", junk.to_str().unwrap()]);
     let err = a.one_line_error();
     assert!(err.contains("holds no PEM certificate"), "{err}");
+    // Credentials in the URL are refused without repeating them.
+    let with_secret = front.url().replace("https://", "https://user:hunter2@");
+    let a = audit(&with_secret, &["--cacert", ca_arg]);
+    let err = a.one_line_error();
+    assert!(
+        err.contains("carries credentials") && !err.contains("hunter2"),
+        "{err}"
+    );
     let plain = server.url();
     let a = audit(&plain, &["--cacert", ca_arg]);
     let err = a.one_line_error();

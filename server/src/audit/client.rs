@@ -159,9 +159,11 @@ impl Client {
             .authority()
             .ok_or_else(|| AuditError(format!("'{endpoint}' has no host")))?;
         if authority.as_str().contains('@') {
-            return Err(AuditError(format!(
-                "'{endpoint}' carries credentials in the URL; give keys with --key"
-            )));
+            // Not repeated here: the URL holds a secret.
+            return Err(AuditError(
+                "the endpoint URL carries credentials (user:password@); give keys with --key"
+                    .into(),
+            ));
         }
         let mut prefix = uri.path().trim_end_matches('/').to_string();
         if prefix.ends_with("/v1") {
