@@ -10,14 +10,20 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kvw_evidence::audit::GateResult;
+use kvw_server::audit::plan::Plan;
 use kvw_server::audit::{self, AuditOptions, Limits};
 
 /// `kvw audit --endpoint URL --key K1 --key K2 [...]`
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
-    /// Base URL of the endpoint, e.g. http://127.0.0.1:8080 (http only).
+    /// Base URL of the endpoint, e.g. http://127.0.0.1:8080 or
+    /// https://llm.example.com (redirects are never followed).
     #[arg(long)]
     pub endpoint: String,
+    /// PEM file of the CA certificate(s) an https endpoint's certificate
+    /// must chain to, instead of the public and system roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// API key of one tenant; give at least two.
     #[arg(long = "key", value_name = "KEY", required = true)]
     pub keys: Vec<String>,
@@ -68,7 +74,17 @@ pub struct AuditArgs {
     /// Seconds one request may take.
     #[arg(long, default_value_t = 60)]
     pub request_timeout: u64,
-    /// Print one JSON object per gate.
+    /// Print the plan (requests and prompt tokens per gate) and stop:
+    /// only discovery's GET requests are sent, no calibration and no gate
+    /// traffic, so the sizes are estimates.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Refuse, before any prompt is sent, an audit whose plan sends more
+    /// prompt tokens than this (checked again in the server's tokens once
+    /// calibrated, before any gate).
+    #[arg(long, value_name = "N")]
+    pub max_prompt_tokens: Option<u64>,
+    /// Print the plan and one JSON object per gate.
     #[arg(long)]
     pub json: bool,
     /// Write one signed receipt per gate into this folder (a receipt that
@@ -116,6 +132,7 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     opts.prefix_tokens = args.prefix_tokens;
     opts.alpha = args.alpha;
     opts.cache_salt = args.cache_salt;
+    opts.cacert = args.cacert;
     opts.limits = Limits {
         max_requests: args.max_requests,
         max_time: Duration::from_secs(args.max_seconds),
@@ -135,7 +152,40 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let reports = runtime.block_on(audit::run(opts, progress))?;
+    let endpoint = opts.endpoint.clone();
+    let show = |plan: &Plan| -> anyhow::Result<()> {
+        if args.json {
+            outln!("{}", serde_json::json!({ "plan": plan }))?;
+        } else {
+            for line in plan.lines(&endpoint) {
+                outln!("{}", crate::out::clean(&line))?;
+            }
+        }
+        Ok(())
+    };
+    let reports = runtime.block_on(async {
+        let found = audit::discover(opts).await?;
+        let plan = found.plan();
+        show(&plan)?;
+        plan.within(args.max_prompt_tokens)?;
+        if args.dry_run {
+            const DRY: &str = "dry run: only discovery's GET requests were sent (no calibration, no gate traffic)";
+            if args.json {
+                outln!("{}", serde_json::json!({ "dry_run": DRY }))?;
+            } else {
+                outln!("{DRY}")?;
+            }
+            return anyhow::Ok(None);
+        }
+        let calibrated = found.calibrate(progress).await?;
+        let plan = calibrated.plan();
+        show(&plan)?;
+        plan.within(args.max_prompt_tokens)?;
+        Ok(Some(calibrated.run_gates().await?))
+    })?;
+    let Some(reports) = reports else {
+        return Ok(ExitCode::SUCCESS);
+    };
     // Only an audit that ran writes anything: a refused one leaves no folder.
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir)

@@ -73,9 +73,11 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
         .args(extra)
         .output()
         .unwrap();
+    // The plan comes first; then one line per gate.
     let gates: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("gate").is_some())
         .collect();
     let mut receipts = Vec::new();
     for g in &gates {

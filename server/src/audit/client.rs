@@ -1,10 +1,14 @@
-//! The audit's HTTP client: plain HTTP/1.1 to the one endpoint given, bounded
-//! in request count, total time and concurrency, recording every exchange.
+//! The audit's HTTP client: HTTP/1.1, plain or over TLS ([`super::tls`]),
+//! to the one endpoint given, bounded in request count, total time and
+//! concurrency, recording every exchange.
 //!
-//! Every request goes to the endpoint's own host and port; paths are fixed
-//! by the gates, so no redirect or link can send traffic elsewhere
-//! (redirects are not followed). API keys travel only in the
-//! `Authorization` header and are recorded as tenant labels.
+//! Every request goes to the endpoint's own scheme, host and port; paths are
+//! fixed by the gates, so no redirect or link can send traffic elsewhere:
+//! a redirect is never followed, its `Location` is recorded with the
+//! exchange ([`Reply::location`]) and discovery stops on one. API keys
+//! travel only in the `Authorization` header and are recorded as tenant
+//! labels; a key a server echoes back is replaced by its tenant's label in
+//! everything the audit keeps ([`Client::hide_keys`]).
 //!
 //! A hostile server must not be able to exhaust the auditor: a request the
 //! audit builds is at most [`bounds::MAX_REQUEST_BYTES`], a response body is
@@ -15,12 +19,15 @@
 //! whether the whole body arrived, so a body that did not is never read as
 //! an answer that said nothing.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::http::{Method, Request, Uri};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use kvw_evidence::audit::Exchange;
@@ -30,6 +37,13 @@ use super::{bounds, AuditError};
 
 /// Characters of a recorded body kept at each end.
 const KEEP: usize = 600;
+
+/// Shortest key [`Client::hide_keys`] masks: a shorter one cannot be told
+/// apart from ordinary text, and masking it would corrupt every answer.
+pub const MIN_MASKED_KEY: usize = 6;
+
+/// Characters of a redirect's `Location` kept.
+const MAX_LOCATION_CHARS: usize = 300;
 
 /// Limits of one audit.
 #[derive(Debug, Clone)]
@@ -59,6 +73,8 @@ pub struct Reply {
     pub complete: bool,
     pub first_byte_us: u64,
     pub total_us: u64,
+    /// The `Location` of a 3xx answer, which the audit never follows.
+    pub location: Option<String>,
     pub exchange: Exchange,
 }
 
@@ -92,9 +108,11 @@ impl Reply {
 
 /// The client of one endpoint.
 pub struct Client {
-    http: HyperClient<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-    /// `http://host:port` and the path prefix before `/v1`.
+    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// `http[s]://host:port` and the path prefix before `/v1`.
     origin: String,
+    /// Keys to mask in what is kept, with the label that replaces each.
+    secrets: Vec<(String, String)>,
     prefix: String,
     pub endpoint: String,
     limits: Limits,
@@ -108,33 +126,61 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of `endpoint` (`http://host:port[/prefix][/v1]`).
+    /// A client of `endpoint` (`http[s]://host:port[/prefix][/v1]`) that
+    /// trusts the public roots for https.
     pub fn new(endpoint: &str, limits: Limits) -> Result<Client, AuditError> {
+        Client::with_roots(endpoint, limits, None)
+    }
+
+    /// A client of `endpoint`; over https its certificate must chain to the
+    /// PEM certificates of `cacert` when given, else to the public roots.
+    pub fn with_roots(
+        endpoint: &str,
+        limits: Limits,
+        cacert: Option<&Path>,
+    ) -> Result<Client, AuditError> {
         let uri: Uri = endpoint
             .parse()
             .map_err(|_| AuditError(format!("'{endpoint}' is not a URL")))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
+        let scheme = match uri.scheme_str() {
+            Some(s @ ("http" | "https")) => s,
+            _ => {
                 return Err(AuditError(format!(
-                    "{endpoint}: https is not supported; audit over plain http (a local port or an ssh tunnel)"
+                    "'{endpoint}' is not an http:// or https:// URL"
                 )))
             }
-            _ => return Err(AuditError(format!("'{endpoint}' is not an http:// URL"))),
+        };
+        if scheme == "http" && cacert.is_some() {
+            return Err(AuditError(format!(
+                "--cacert is for an https:// endpoint, and {endpoint} is plain http"
+            )));
         }
         let authority = uri
             .authority()
             .ok_or_else(|| AuditError(format!("'{endpoint}' has no host")))?;
+        if authority.as_str().contains('@') {
+            // Not repeated here: the URL holds a secret.
+            return Err(AuditError(
+                "the endpoint URL carries credentials (user:password@); give keys with --key"
+                    .into(),
+            ));
+        }
         let mut prefix = uri.path().trim_end_matches('/').to_string();
         if prefix.ends_with("/v1") {
             prefix.truncate(prefix.len() - 3);
         }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(super::tls::client_config(cacert)?)
+            .https_or_http()
+            .enable_http1()
+            .build();
         let http = HyperClient::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
-            .build_http();
+            .build(connector);
         Ok(Client {
             http,
-            origin: format!("http://{authority}"),
+            origin: format!("{scheme}://{authority}"),
+            secrets: Vec::new(),
             prefix,
             endpoint: endpoint.to_string(),
             slots: tokio::sync::Semaphore::new(limits.concurrency.max(1)),
@@ -144,6 +190,30 @@ impl Client {
             tolerant: Default::default(),
             started: Instant::now(),
         })
+    }
+
+    /// Mask the keys of `tenants` (those of at least [`MIN_MASKED_KEY`]
+    /// characters) by their labels in every body and `Location` kept.
+    pub fn hide_keys(&mut self, tenants: &[Tenant]) {
+        self.secrets = tenants
+            .iter()
+            .filter(|t| t.key.chars().count() >= MIN_MASKED_KEY)
+            .map(|t| (t.key.clone(), format!("[key of {}]", t.label)))
+            .collect();
+        // A key inside another is masked after it.
+        self.secrets
+            .sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+    }
+
+    /// `s` with every known key replaced by its tenant's label.
+    pub fn mask(&self, s: &str) -> String {
+        let mut out = s.to_string();
+        for (key, label) in &self.secrets {
+            if out.contains(key.as_str()) {
+                out = out.replace(key.as_str(), label);
+            }
+        }
+        out
     }
 
     /// From now on record a connection error as a reply with status 0
@@ -217,7 +287,7 @@ impl Client {
                 tenant: tenant.label.clone(),
                 method: method.to_string(),
                 path: path.to_string(),
-                request: shorten(&String::from_utf8_lossy(&body_bytes)),
+                request: shorten(&self.mask(&String::from_utf8_lossy(&body_bytes))),
                 request_sha256: hex::encode(Sha256::digest(&body_bytes)),
                 request_bytes: body_bytes.len() as u64,
                 status,
@@ -234,6 +304,7 @@ impl Client {
                 complete: false,
                 first_byte_us: us,
                 total_us: us,
+                location: None,
                 exchange: exchange(0, &why, 0, us, us),
             }
         };
@@ -244,11 +315,13 @@ impl Client {
                 return Ok(no_response(format!("(no response: {})", source_chain(&e))));
             }
             Ok(Err(e)) => {
-                return Err(AuditError(format!(
-                    "cannot reach {}: {}",
-                    self.endpoint,
-                    source_chain(&e)
-                )))
+                return Err(AuditError(match super::tls::tls_failure(&e) {
+                    Some(why) => format!(
+                        "TLS with {} failed: {why} (--cacert FILE trusts a private CA)",
+                        self.endpoint
+                    ),
+                    None => format!("cannot reach {}: {}", self.endpoint, source_chain(&e)),
+                }))
             }
             Err(_) if tokio::time::Instant::now() >= self.deadline => {
                 return Err(self.out_of_time())
@@ -257,16 +330,31 @@ impl Client {
         };
         let first = t0.elapsed().as_micros() as u64;
         let status = response.status().as_u16();
+        let location = response
+            .status()
+            .is_redirection()
+            .then(|| response.headers().get(hyper::header::LOCATION))
+            .map(|l| {
+                l.map(|v| {
+                    let to = String::from_utf8_lossy(v.as_bytes());
+                    self.mask(&to.chars().take(MAX_LOCATION_CHARS).collect::<String>())
+                })
+                .unwrap_or_else(|| "(no Location)".into())
+            });
         let read = read_capped(response.into_body(), until).await;
         let total = t0.elapsed().as_micros() as u64;
-        let body = String::from_utf8_lossy(&read.bytes).into_owned();
+        let body = self.mask(&String::from_utf8_lossy(&read.bytes));
         let mut recorded = body.clone();
         if let Some(why) = read.cut {
             recorded.push_str(&format!("…(body cut: {why})"));
         }
+        if let Some(to) = &location {
+            recorded.push_str(&format!("…(redirect to {to}, not followed)"));
+        }
         Ok(Reply {
             exchange: exchange(status, &recorded, read.bytes.len() as u64, first, total),
             status,
+            location,
             body,
             complete: read.cut.is_none(),
             first_byte_us: first,

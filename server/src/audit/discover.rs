@@ -40,6 +40,18 @@ pub async fn discover(
             models.status
         )));
     }
+    if models.status == 0 {
+        return Err(AuditError(format!(
+            "{ep} gave no answer to GET /v1/models {}",
+            models.exchange.response
+        )));
+    }
+    if let Some(to) = &models.location {
+        return Err(AuditError(format!(
+            "{ep}: GET /v1/models answered {} redirecting to {to}; the audit follows no redirect (give the endpoint's own URL)",
+            models.status
+        )));
+    }
     let list = models.json().filter(|v| v["data"].is_array());
     let Some(list) = list.filter(|_| models.status == 200) else {
         return Err(AuditError(format!(

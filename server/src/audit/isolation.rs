@@ -23,20 +23,29 @@ use serde_json::json;
 
 use super::client::Reply;
 use super::tokens::Text;
-use super::{capacity, prompts, Audit, AuditError, GateOutcome};
+use super::{capacity, prompts, Audit, AuditError, Discovered, GateOutcome};
 
 /// Ordinary and long prompt lengths, in tokens.
 /// The long prompt is cut to the audit's request cap.
 pub fn lengths(a: &Audit) -> (u64, u64) {
-    let f = &a.found;
+    lengths_for(
+        &a.found,
+        a.opts.max_tokens,
+        a.max_prompt_tokens(Text::Canary),
+    )
+}
+
+/// [`lengths`] from what discovery found, with the long prompt at most
+/// `max_canary` tokens.
+pub fn lengths_for(f: &Discovered, max_tokens: u32, max_canary: u64) -> (u64, u64) {
     let context = f.context_len.unwrap_or(2048);
     let normal = f.pool_tokens.unwrap_or(context).min(context) / 2;
     let normal = normal.clamp(32, 2048);
     let long = f
         .pool_tokens
-        .and_then(|p| capacity::over_pool_tokens(p, context, a.opts.max_tokens))
+        .and_then(|p| capacity::over_pool_tokens(p, context, max_tokens))
         .unwrap_or(normal)
-        .min(a.max_prompt_tokens(Text::Canary));
+        .min(max_canary);
     (normal, long)
 }
 

@@ -1,8 +1,9 @@
 //! `kvw audit`: black-box isolation gates against any OpenAI-compatible
 //! endpoint, one module per gate.
 //!
-//! The audit discovers what it can ([`discover`]), calibrates its prompt
-//! sizes against the server's own token counts ([`tokens`]), then runs [`capacity`],
+//! The audit discovers what it can ([`discover`]), says what it will send
+//! ([`plan`]), calibrates its prompt sizes against the server's own token
+//! counts ([`tokens`]), then runs [`capacity`],
 //! [`isolation`], [`status`] and [`prefix_cache`] in that order. Each gate
 //! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
 //! every exchange it relied on; the caller signs and prints them.
@@ -12,10 +13,12 @@ pub mod capacity;
 pub mod client;
 pub mod discover;
 pub mod isolation;
+pub mod plan;
 pub mod prefix_cache;
 pub mod prompts;
 pub mod stats;
 pub mod status;
+pub mod tls;
 pub mod tokens;
 
 use std::time::Duration;
@@ -55,6 +58,9 @@ pub struct AuditOptions {
     /// Send a per-tenant `cache_salt` with every request.
     pub cache_salt: bool,
     pub gates: Vec<String>,
+    /// PEM certificates an https endpoint's certificate must chain to
+    /// (instead of the public roots).
+    pub cacert: Option<std::path::PathBuf>,
     pub limits: Limits,
     pub seed: u64,
 }
@@ -79,6 +85,7 @@ impl AuditOptions {
                 .iter()
                 .map(|g| g.to_string())
                 .collect(),
+            cacert: None,
             limits: Limits {
                 max_requests: 1000,
                 max_time: Duration::from_secs(600),
@@ -169,11 +176,17 @@ pub fn numbered(mut ex: Vec<Exchange>) -> Vec<Exchange> {
     ex
 }
 
-/// Run the audit: discover, then every chosen gate.
-pub async fn run(
-    opts: AuditOptions,
-    progress: indicatif::ProgressBar,
-) -> Result<Vec<GateReport>, AuditError> {
+/// The audit after discovery, before any prompt is sent.
+pub struct Discovery {
+    pub client: Client,
+    pub tenants: Vec<Tenant>,
+    pub found: Discovered,
+    pub opts: AuditOptions,
+}
+
+/// Check the options and discover what the endpoint says of itself (GET
+/// requests only, no prompt).
+pub async fn discover(opts: AuditOptions) -> Result<Discovery, AuditError> {
     if opts.keys.len() < 2 {
         return Err(AuditError(
             "the audit needs at least two --key values (two tenants)".into(),
@@ -201,7 +214,6 @@ pub async fn run(
             )));
         }
     }
-    let client = Client::new(&opts.endpoint, opts.limits.clone())?;
     let tenants: Vec<Tenant> = opts
         .keys
         .iter()
@@ -211,45 +223,105 @@ pub async fn run(
             key: k.clone(),
         })
         .collect();
+    let mut client =
+        Client::with_roots(&opts.endpoint, opts.limits.clone(), opts.cacert.as_deref())?;
+    client.hide_keys(&tenants);
     let found = discover::discover(&client, &tenants, &opts).await?;
     client.tolerate_resets();
-    let calibration =
-        tokens::calibrate(&client, &tenants[0], &found.model, found.context_len, &opts).await?;
-    tracing::info!(how = %calibration.how, "prompt sizes calibrated");
-    let audit = Audit {
+    Ok(Discovery {
         client,
         tenants,
         found,
-        calibration,
         opts,
-        progress,
-    };
-    audit.progress.set_length(estimate(&audit));
-    let mut reports = Vec::new();
-    for gate in audit.opts.gates.clone() {
-        audit.progress.set_message(gate.clone());
-        let outcome = match gate.as_str() {
-            "capacity" => capacity::run(&audit).await?,
-            "isolation" => isolation::run(&audit).await?,
-            "status" => status::run(&audit).await?,
-            _ => prefix_cache::run(&audit).await?,
-        };
-        tracing::info!(gate, result = ?outcome.result, "gate done");
-        reports.push(GateReport {
-            predicate: AuditPredicate {
-                gate,
-                result: outcome.result,
-                endpoint: audit.opts.endpoint.clone(),
-                auditor_version: env!("CARGO_PKG_VERSION").to_string(),
-                reason: outcome.reason,
-                evidence: outcome.evidence,
-                prompts: outcome.prompts,
-                exchanges: numbered(outcome.exchanges),
-            },
-        });
+    })
+}
+
+impl Discovery {
+    /// What the audit will send, estimated before calibration.
+    pub fn plan(&self) -> plan::Plan {
+        plan::plan(&plan::Facts {
+            opts: &self.opts,
+            found: &self.found,
+            tenants: self.tenants.len() as u64,
+            calibration: None,
+        })
     }
-    audit.progress.finish_and_clear();
-    Ok(reports)
+
+    /// Calibrate prompt sizes against the server's own counts.
+    pub async fn calibrate(self, progress: indicatif::ProgressBar) -> Result<Audit, AuditError> {
+        let calibration = tokens::calibrate(
+            &self.client,
+            &self.tenants[0],
+            &self.found.model,
+            self.found.context_len,
+            &self.opts,
+        )
+        .await?;
+        tracing::info!(how = %calibration.how, "prompt sizes calibrated");
+        Ok(Audit {
+            client: self.client,
+            tenants: self.tenants,
+            found: self.found,
+            calibration,
+            opts: self.opts,
+            progress,
+        })
+    }
+}
+
+impl Audit {
+    /// What the gates will send, in the server's tokens where it counts them.
+    pub fn plan(&self) -> plan::Plan {
+        plan::plan(&plan::Facts {
+            opts: &self.opts,
+            found: &self.found,
+            tenants: self.tenants.len() as u64,
+            calibration: Some(&self.calibration),
+        })
+    }
+
+    /// Run every chosen gate.
+    pub async fn run_gates(&self) -> Result<Vec<GateReport>, AuditError> {
+        self.progress.set_length(estimate(self));
+        let mut reports = Vec::new();
+        for gate in self.opts.gates.clone() {
+            self.progress.set_message(gate.clone());
+            let outcome = match gate.as_str() {
+                "capacity" => capacity::run(self).await?,
+                "isolation" => isolation::run(self).await?,
+                "status" => status::run(self).await?,
+                _ => prefix_cache::run(self).await?,
+            };
+            tracing::info!(gate, result = ?outcome.result, "gate done");
+            reports.push(GateReport {
+                predicate: AuditPredicate {
+                    gate,
+                    result: outcome.result,
+                    endpoint: self.opts.endpoint.clone(),
+                    auditor_version: env!("CARGO_PKG_VERSION").to_string(),
+                    reason: outcome.reason,
+                    evidence: outcome.evidence,
+                    prompts: outcome.prompts,
+                    exchanges: numbered(outcome.exchanges),
+                },
+            });
+        }
+        self.progress.finish_and_clear();
+        Ok(reports)
+    }
+}
+
+/// Run the whole audit: discover, calibrate, then every chosen gate.
+pub async fn run(
+    opts: AuditOptions,
+    progress: indicatif::ProgressBar,
+) -> Result<Vec<GateReport>, AuditError> {
+    discover(opts)
+        .await?
+        .calibrate(progress)
+        .await?
+        .run_gates()
+        .await
 }
 
 /// Requests the chosen gates will send, for the progress bar.

@@ -17,16 +17,23 @@ use serde_json::json;
 
 use super::stats::{mann_whitney_less, median};
 use super::tokens::Text;
-use super::{prompts, Audit, AuditError, GateOutcome};
+use super::{prompts, Audit, AuditError, AuditOptions, Discovered, GateOutcome};
+
+/// Most tokens of a pair's suffix (` question N`, N below 1000): one per
+/// character at worst.
+pub const SUFFIX_TOKENS: u64 = 13;
+
+/// The prefix length: `--prefix-tokens`, else three quarters of what the
+/// pool and context hold, within 64 to 4,096 tokens.
+pub fn prefix_tokens(found: &Discovered, opts: &AuditOptions) -> u64 {
+    let context = found.context_len.unwrap_or(2048);
+    let cap = found.pool_tokens.unwrap_or(context).min(context);
+    opts.prefix_tokens.unwrap_or((cap * 3 / 4).clamp(64, 4096))
+}
 
 pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.opts.seed ^ 0xca);
-    let context = a.found.context_len.unwrap_or(2048);
-    let cap = a.found.pool_tokens.unwrap_or(context).min(context);
-    let prefix = a
-        .opts
-        .prefix_tokens
-        .unwrap_or((cap * 3 / 4).clamp(64, 4096));
+    let prefix = prefix_tokens(&a.found, &a.opts);
     let Some(chars) = a
         .prompt_chars(Text::Filler, prefix.saturating_add(64))
         .map(|_| a.chars_of(Text::Filler, prefix))

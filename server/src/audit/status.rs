@@ -21,6 +21,19 @@ use serde_json::json;
 use super::tokens::{self, Text};
 use super::{prompts, Audit, AuditError, GateOutcome};
 
+/// Tokens of the ordinary prompt cut at `max_tokens` 2.
+pub const ORDINARY_TOKENS: u64 = 64;
+
+/// How far past a `context`-token context the prompt aims: a little where
+/// `/tokenize` fits it, an eighth more where only a rate sizes it.
+pub fn margin(context: u64, tokenize: bool) -> u64 {
+    if tokenize {
+        64
+    } else {
+        (context / 8).max(64)
+    }
+}
+
 pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.opts.seed ^ 0x57);
     let mut checks = Vec::new();
@@ -31,10 +44,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     // 1. A prompt past the context, as the server counts it. Aim well past
     // it where only a calibrated rate sizes the prompt.
     if let Some(context) = a.found.context_len {
-        let margin = match a.calibration.tokenize {
-            Some(_) => 64,
-            None => (context / 8).max(64),
-        };
+        let margin = margin(context, a.calibration.tokenize.is_some());
         let seed = a.opts.seed ^ 0x58;
         let make = |chars: usize| tokens::sample(Text::Filler, chars, seed);
         let past = a
@@ -114,7 +124,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     }
     exchanges.push(r.exchange);
     // 4. A truncated answer says so.
-    let chars = a.chars_of(Text::Filler, 64);
+    let chars = a.chars_of(Text::Filler, ORDINARY_TOKENS);
     let text = prompts::filler(chars, &mut rng);
     sizes.push(a.estimate(
         "an ordinary prompt cut at max_tokens 2",

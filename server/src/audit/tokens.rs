@@ -31,8 +31,8 @@ pub enum Text {
     Canary,
 }
 
-/// Characters of each calibration sample.
-const SAMPLE_CHARS: usize = 512;
+/// Characters of each calibration sample (less for a small context).
+pub const SAMPLE_CHARS: usize = 512;
 
 /// The request shape of a server's tokenizer endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,9 +142,7 @@ pub async fn calibrate(
     opts: &AuditOptions,
 ) -> Result<Calibration, AuditError> {
     // A sample the context surely holds even at one token per character.
-    let chars = context.map_or(SAMPLE_CHARS, |c| {
-        (c / 2).clamp(16, SAMPLE_CHARS as u64) as usize
-    });
+    let chars = super::plan::calibration_chars(context);
     let samples = [Text::Filler, Text::Canary].map(|t| sample(t, chars, opts.seed));
     for shape in [Shape::Prompt, Shape::Content] {
         let mut counts = Vec::new();
