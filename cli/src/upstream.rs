@@ -56,7 +56,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub key: Option<PathBuf>,
     /// Exit 1 when a field of these cases differs at any release with no
-    /// reason given for it.
+    /// reason given for it (`all`: every case run).
     #[arg(long, value_delimiter = ',')]
     pub require_agree: Vec<String>,
 }
@@ -75,10 +75,14 @@ fn upstream_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../upstream"))
 }
 
-/// Where the venvs are cached.
+/// Where the venvs are cached: `$KVW_UPSTREAM_HOME`, else `upstream/` under
+/// `$KVW_CACHE`, else under `~/.cache/kvwitness` (as `upstream/setup.sh`).
 fn venv_home() -> Result<PathBuf> {
     if let Some(d) = std::env::var_os("KVW_UPSTREAM_HOME") {
         return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("KVW_CACHE") {
+        return Ok(PathBuf::from(d).join("upstream"));
     }
     let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set"))?;
     Ok(PathBuf::from(home).join(".cache/kvwitness/upstream"))
@@ -447,7 +451,7 @@ fn run_all(args: RunArgs) -> Result<()> {
     };
     if let Some(c) = cases
         .iter()
-        .chain(&args.require_agree)
+        .chain(args.require_agree.iter().filter(|c| *c != "all"))
         .find(|c| !upstream_twin::CASES.contains(&c.as_str()))
     {
         bail!(
@@ -486,7 +490,12 @@ fn run_all(args: RunArgs) -> Result<()> {
     let broken: Vec<String> = runs
         .iter()
         .flatten()
-        .filter(|p| args.require_agree.contains(&p.case) && p.totals().differ > 0)
+        .filter(|p| {
+            args.require_agree
+                .iter()
+                .any(|c| c == "all" || *c == p.case)
+                && p.totals().differ > 0
+        })
         .map(|p| format!("{} on {}", p.case, p.release))
         .collect();
     if !broken.is_empty() {
