@@ -40,6 +40,7 @@ stages=(
   "site-size|the explorer's size for the full fix matrix against the 8 MB target (needs the explorer stage's browser build)|with_kvw ./scripts/ci/site-size.sh $kvw site/pkg"
   "model-check|kvw check at a small bound: the counterexample with no fix, every property with all fixes|with_kvw model_check"
   "gates-fuzz|kvw gates and kvw fuzz with and without fixes, the fuzz receipt reproduced|with_kvw gates_and_fuzz"
+  "upstream|the engine beside real SGLang releases 0.5.19-0.5.23 (PyPI wheels in cached venvs): every field agrees or carries its reason|with_kvw ./scripts/ci/upstream-diff.sh"
   "openai|the official openai Python client against kvw serve --openai|with_kvw ./scripts/ci/openai-interop.sh $kvw"
   "llama-cpp|kvw audit against llama.cpp's server (third party)|with_kvw ./scripts/ci/third-party-audit.sh $kvw"
   "bench|kvw bench (figures printed, never asserted)|with_kvw $kvw bench --reps 2"

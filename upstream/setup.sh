@@ -13,7 +13,11 @@
 # is named on one line on stderr.
 set -euo pipefail
 
-base="${KVW_UPSTREAM_HOME:-$HOME/.cache/kvwitness/upstream}"
+cache="${KVW_CACHE:-$HOME/.cache/kvwitness}"
+base="${KVW_UPSTREAM_HOME:-$cache/upstream}"
+# One uv cache beside the venvs (same file system), so the releases share
+# every download and uv hard-links the files into each venv.
+export UV_CACHE_DIR="${UV_CACHE_DIR:-$cache/uv}"
 python="${KVW_UPSTREAM_PYTHON:-python3.11}"
 known="0.5.19 0.5.20 0.5.21 0.5.23"
 releases=("$@")
@@ -42,7 +46,7 @@ bootstrap() {
   echo "upstream setup: bootstrap venv with uv"
   rm -rf "$base/bootstrap.tmp"
   "$python" -m venv "$base/bootstrap.tmp" &&
-    "$base/bootstrap.tmp/bin/pip" install -q 'uv>=0.5,<1' &&
+    "$base/bootstrap.tmp/bin/python" -m pip install -q 'uv>=0.5,<1' &&
     mv "$base/bootstrap.tmp" "$base/bootstrap"
 }
 
@@ -61,14 +65,18 @@ for r in "${releases[@]}"; do
   log="$base/sglang-$r.install.log"
   rm -rf "$tmp"
   echo "upstream setup: sglang $r: installing into $venv (log $log)"
-  if ! (
+  # The install runs in a subshell of its own with `set -e` in force (not
+  # under `if`, where bash would ignore it), so its first failing step ends it.
+  set +e
+  (
     set -e
     "$uv" venv -q --python "$python" "$tmp"
     wheel_dir="$tmp/wheel"
     mkdir -p "$wheel_dir"
     echo "  fetching the sglang $r wheel"
-    "$base/bootstrap/bin/pip" download -q --no-deps --only-binary :all: -d "$wheel_dir" "sglang==$r"
+    "$base/bootstrap/bin/python" -m pip download -q --no-deps --only-binary :all: -d "$wheel_dir" "sglang==$r"
     whl=$(ls "$wheel_dir"/sglang-"$r"-*.whl)
+    [[ -f "$whl" ]]
     # The wheel's own pins, as constraints (extras and markers dropped).
     "$base/bootstrap/bin/python" - "$whl" >"$tmp/constraints.txt" <<'PY'
 import sys, zipfile, re
@@ -97,7 +105,10 @@ PY
     py_v=$("$tmp/bin/python" -c "import platform; print(platform.python_version())")
     printf '{"release":"%s","wheel":"%s","wheel_sha256":"%s","python":"%s","torch":"%s"}\n' \
       "$r" "$(basename "$whl")" "$sha" "$py_v" "$torch_v" >"$tmp/.kvw-ready"
-  ) >"$log" 2>&1; then
+  ) >"$log" 2>&1
+  rc=$?
+  set -e
+  if ((rc != 0)); then
     echo "upstream setup: sglang $r: install failed: $(grep -E 'error|Error' "$log" | tail -1) (log $log)" >&2
     rm -rf "$tmp"
     failed=1

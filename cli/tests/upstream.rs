@@ -159,3 +159,37 @@ fn reproduce_without_the_venv_says_so_in_one_line() {
         "{text}"
     );
 }
+
+#[test]
+fn require_agree_all_fails_on_an_unexplained_difference() {
+    let home = tempfile::tempdir().unwrap();
+    // The real cap for these inputs is min(1023, 511) - 5 = 506; say 507.
+    let wrong = json!({"release": "0.5.19", "python": "3.11.7", "torch": "2.13.0", "stubs": [],
+        "inputs": {"context_len": 1024, "pool": 512, "overlong": 600, "valid": 100},
+        "cases": {"input-cap": {"fields": {"input_cap": 507, "rejects_at_cap": true,
+            "rejects_below_cap": false}}}});
+    fake_venv(
+        home.path(),
+        "0.5.19",
+        Some(&format!("#!/bin/sh\necho '{wrong}'\n")),
+    );
+    let args = |require: &'static str| {
+        vec![
+            "upstream",
+            "run",
+            "--sglang",
+            "0.5.19",
+            "--cases",
+            "input-cap",
+            "--require-agree",
+            require,
+        ]
+    };
+    let line = one_error_line(&kvw(home.path(), &args("all")));
+    assert!(
+        line.contains("real SGLang and the engine differ: input-cap on 0.5.19"),
+        "{line}"
+    );
+    let out = kvw(home.path(), &args("aborted-final-result"));
+    assert!(out.status.success(), "only input-cap differs");
+}

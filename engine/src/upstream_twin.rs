@@ -61,10 +61,13 @@ struct Entry {
     retraction_backup: bool,
     retracted: bool,
     rebootstrap: bool,
+    /// The request carries `is_retracted` but comes back through a plain
+    /// `add` (preempted and re-queued), not decode's retract path.
+    preempted: bool,
 }
 
 /// The cases, by the names the probes use.
-pub const CASES: [&str; 13] = [
+pub const CASES: [&str; 17] = [
     "input-cap",
     "test_rejected_request_is_retired_at_each_pd_door.prefill",
     "test_rejected_request_is_retired_at_each_pd_door.decode",
@@ -73,11 +76,15 @@ pub const CASES: [&str; 13] = [
     "test_reentering_prefill_request_is_not_retired.metadata_buffer_index",
     "test_reentering_prefill_request_is_not_retired.retraction_backup",
     "test_preempted_reentry_is_not_retired.prefill",
+    "test_preempted_reentry_is_not_retired.decode",
     "test_retracted_decode_request_is_not_retired.is_retracted",
     "test_retracted_decode_request_is_not_retired.is_rebootstrap",
     "aborted-final-result",
+    "aborted-middle-result",
     "test_delayed_result_ignores_already_retired_request",
     "decode-timeout",
+    "test_sender_abort_failure_does_not_skip_local_cleanup",
+    "test_grammar_rejection_retires_prefill_before_transfer",
 ];
 
 /// Run `case` on the engine with `fixes`; `None` for a case it does not know.
@@ -135,6 +142,14 @@ pub fn observe(case: &str, inputs: &Inputs, fixes: &[Fix]) -> Option<Fields> {
             },
             fixes,
         ),
+        "test_preempted_reentry_is_not_retired.decode" => door(
+            inputs,
+            Entry {
+                preempted: true,
+                ..decode
+            },
+            fixes,
+        ),
         "test_retracted_decode_request_is_not_retired.is_retracted" => door(
             inputs,
             Entry {
@@ -152,8 +167,11 @@ pub fn observe(case: &str, inputs: &Inputs, fixes: &[Fix]) -> Option<Fields> {
             fixes,
         ),
         "aborted-final-result" => aborted_final_result(fixes),
+        "aborted-middle-result" => aborted_middle_result(fixes),
         "test_delayed_result_ignores_already_retired_request" => delayed_result(fixes),
         "decode-timeout" => decode_timeout(fixes),
+        "test_sender_abort_failure_does_not_skip_local_cleanup" => sender_abort_fails(fixes),
+        "test_grammar_rejection_retires_prefill_before_transfer" => grammar_rejection(fixes),
         _ => return None,
     };
     Some(fields)
@@ -215,7 +233,7 @@ fn door(i: &Inputs, e: Entry, fixes: FixSet) -> Fields {
     if e.retraction_backup {
         req.retraction_backup = Some(RetractionBackup { tokens: len });
     }
-    req.is_retracted = e.retracted;
+    req.is_retracted = e.retracted || e.preempted;
     req.is_rebootstrap = e.rebootstrap;
     let decision = entry_door(&req, fixes);
     let admitted = decision == Door::Admit;
@@ -312,6 +330,61 @@ fn aborted_final_result(fixes: FixSet) -> Fields {
         ("metadata_released_total", json!(1)),
     ]));
     out
+}
+
+/// An abort recorded while a chunked prefill runs reaches a middle chunk's
+/// result (the next chunk already launched, no write of the room in flight).
+fn aborted_middle_result(fixes: FixSet) -> Fields {
+    let mut req = bootstrapped();
+    req.to_finish = Some(FinishReason::Abort {
+        message: "aborted by the client".into(),
+        status_code: 400,
+    });
+    let action = prefill_result_action(&req, false, fixes);
+    let retired = action == ResultAction::Retire;
+    if retired {
+        req.update_finish_state();
+    }
+    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    // A middle chunk's pages go out with `send_kv_chunk`; the request joins
+    // the inflight queue only with its last chunk.
+    out.insert("queue".into(), json!("none"));
+    out
+}
+
+/// An aborted final result whose `sender.abort()` raises: the abort is
+/// best-effort (`sim::prefill` counts the failure and goes on), so KV and
+/// metadata are freed once and the abort's own status is streamed; the
+/// exception never reaches the scheduler. Before #36988 the result is sent
+/// and `abort()` is never called.
+fn sender_abort_fails(fixes: FixSet) -> Fields {
+    let mut req = bootstrapped();
+    req.to_finish = Some(FinishReason::Abort {
+        message: "aborted by the client".into(),
+        status_code: 400,
+    });
+    let action = prefill_result_action(&req, true, fixes);
+    let retired = action == ResultAction::Retire;
+    if retired {
+        req.update_finish_state();
+    }
+    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    out.insert("abort_error_escaped".into(), json!(false));
+    out
+}
+
+/// The final chunk's first token is refused by the request's grammar: the
+/// engine's first-token check (`sim::prefill`) records the abort in
+/// `to_finish` before the result door decides.
+fn grammar_rejection(fixes: FixSet) -> Fields {
+    let mut req = bootstrapped();
+    req.set_finish_with_abort_keep_input("grammar rejected token 1", 400);
+    let action = prefill_result_action(&req, true, fixes);
+    let retired = action == ResultAction::Retire;
+    if retired {
+        req.update_finish_state();
+    }
+    result_fields(&req, action, u32::from(retired), u32::from(retired))
 }
 
 /// A final result arriving for a request already retired: released and
@@ -414,5 +487,42 @@ mod tests {
         assert_eq!(post["chunk_sent"], 0);
         assert_eq!(post["sender_abort"], 1);
         assert_eq!(post["final_status"], 400);
+    }
+
+    #[test]
+    fn a_failing_sender_abort_still_frees_once_after_36988() {
+        let case = "test_sender_abort_failure_does_not_skip_local_cleanup";
+        let pre = observe(case, &INPUTS, &[]).unwrap();
+        assert_eq!(pre["sender_abort"], 0);
+        assert_eq!(pre["chunk_sent"], 1);
+        let post = observe(case, &INPUTS, &[Fix::RetireAbortedPrefillResult]).unwrap();
+        assert_eq!(post["sender_abort"], 1);
+        assert_eq!(post["kv_released"], 1);
+        assert_eq!(post["metadata_released"], 1);
+        assert_eq!(post["abort_error_escaped"], false);
+        assert_eq!(post["status"], 400);
+    }
+
+    #[test]
+    fn a_preempted_decode_request_gets_a_new_receiver() {
+        let all = [Fix::RetireAbortedPrefillResult, Fix::RetireUnadmittedReject];
+        let post = observe(
+            "test_preempted_reentry_is_not_retired.decode",
+            &INPUTS,
+            &all,
+        )
+        .unwrap();
+        assert_eq!(post["door"], "admit");
+        assert_eq!(post["queue"], "prealloc");
+        assert_eq!(post["receiver_created"], 1);
+    }
+
+    #[test]
+    fn a_grammar_refusal_is_retired_after_36988() {
+        let case = "test_grammar_rejection_retires_prefill_before_transfer";
+        let post = observe(case, &INPUTS, &[Fix::RetireAbortedPrefillResult]).unwrap();
+        assert_eq!(post["chunk_sent"], 0);
+        assert_eq!(post["sender_abort"], 1);
+        assert_eq!(post["finished"], true);
     }
 }

@@ -344,12 +344,17 @@ def door_prefill(req_len, *, metadata_index=None, retracted=False, backup=False,
     return out
 
 
-def door_decode(req_len, *, retracted=False, rebootstrap=False, reject=True):
+def door_decode(req_len, *, retracted=False, rebootstrap=False, preempted=False, reject=True):
+    """Decode's door. ``retracted``/``rebootstrap``: ``add`` is told so (the
+    retract path); ``preempted``: the request itself carries ``is_retracted``
+    and comes back through a plain ``add``."""
     rec, sched = fresh()
     q = decode_queue(rec, sched, PREFILL_POOL)
     req = new_req("r-decode", req_len)
     cap = input_cap(PREFILL_POOL)
     msg = reject_if_overlong(req, cap) if reject else None
+    if preempted:
+        req.is_retracted = True
     receiver = recording_receiver_class(rec)
     kwargs = {}
     if retracted:
@@ -481,6 +486,59 @@ def case_delayed_result_after_retire():
     return result_fields(req, sched)
 
 
+def case_aborted_middle_result():
+    """An abort recorded while a chunked prefill runs reaches a middle chunk's result."""
+    rec, sched = fresh()
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    req.to_finish = M.sb.FINISH_ABORT("aborted by the client", 400)
+    # Its next chunk is already launched: the request is still chunking.
+    sched.chunked_req = req
+    prefill_result(req, sched, last=False)
+    return result_fields(req, sched)
+
+
+class RejectingGrammar:
+    """A grammar that refuses every token (its matcher is the stub)."""
+
+    finished = False
+
+    def accept_token(self, token):
+        raise ValueError(f"token {token} not allowed")
+
+    def is_terminated(self):
+        return False
+
+
+def case_grammar_rejection():
+    """The final chunk's first token is refused by the request's grammar."""
+    rec, sched = fresh()
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    req.grammar = RejectingGrammar()
+    prefill_result(req, sched)
+    return result_fields(req, sched)
+
+
+def case_sender_abort_fails():
+    """An aborted final result whose ``sender.abort()`` raises (transport down)."""
+    rec, sched = fresh()
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    req.to_finish = M.sb.FINISH_ABORT("aborted by the client", 400)
+
+    def failing_abort(self):
+        rec.hit("sender_abort")
+        raise RuntimeError("stub transport down")
+
+    type(req.disagg_kv_sender).abort = failing_abort
+    escaped = False
+    try:
+        prefill_result(req, sched)
+    except RuntimeError:
+        escaped = True
+    out = result_fields(req, sched)
+    out["abort_error_escaped"] = escaped
+    return out
+
+
 def case_decode_timeout():
     """Decode's transfer queue when the transport's waiting timeout fires.
 
@@ -543,6 +601,7 @@ CASES = {
         OVERLONG, backup=True
     ),
     "test_preempted_reentry_is_not_retired.prefill": lambda: door_prefill(OVERLONG, retracted=True),
+    "test_preempted_reentry_is_not_retired.decode": lambda: door_decode(OVERLONG, preempted=True),
     "test_retracted_decode_request_is_not_retired.is_retracted": lambda: door_decode(
         OVERLONG, retracted=True
     ),
@@ -550,8 +609,11 @@ CASES = {
         OVERLONG, rebootstrap=True
     ),
     "aborted-final-result": case_aborted_final_result,
+    "aborted-middle-result": case_aborted_middle_result,
     "test_delayed_result_ignores_already_retired_request": case_delayed_result_after_retire,
     "decode-timeout": case_decode_timeout,
+    "test_sender_abort_failure_does_not_skip_local_cleanup": case_sender_abort_fails,
+    "test_grammar_rejection_retires_prefill_before_transfer": case_grammar_rejection,
 }
 
 
