@@ -400,21 +400,6 @@ fn print_table(
     Ok(())
 }
 
-/// A receipt file name for a case on a release.
-fn receipt_name(release: &str, case: &str) -> String {
-    let slug: String = case
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("upstream-{}-{slug}.json", release.replace('.', "-"))
-}
-
 fn write_receipts(
     dir: &Path,
     key: Option<&Path>,
@@ -431,12 +416,9 @@ fn write_receipts(
         .prefix(".upstream-run")
         .tempdir_in(parent)
         .with_context(|| format!("cannot write in {}", parent.display()))?;
-    let signer = match key {
-        Some(k) => kvw_evidence::Signer::load(k)?,
-        None => kvw_evidence::Signer::load_or_create_default()?.0,
-    };
+    let (signer, _) = crate::sign::signer(key)?;
     for p in runs.iter().flatten() {
-        let name = receipt_name(&p.release, &p.case);
+        let name = kvw_evidence::receipt_name::upstream(&p.release, &p.case);
         let envelope = kvw_evidence::sign_statement(&name, p, &signer)?;
         crate::probe::write_envelope(&tmp.path().join(&name), &envelope, false)?;
     }

@@ -139,7 +139,10 @@ mod tests {
     /// 8 September); the times of 9 September come without a zone.
     #[test]
     fn only_the_report_of_the_leak_is_in_utc() {
-        let utc: Vec<_> = TIMELINE.iter().filter(|m| matches!(m.clock, Clock::Utc(_))).collect();
+        let utc: Vec<_> = TIMELINE
+            .iter()
+            .filter(|m| matches!(m.clock, Clock::Utc(_)))
+            .collect();
         assert_eq!(utc.len(), 1);
         assert_eq!(utc[0].when(), "2026-09-08 23:11 UTC");
         for m in TIMELINE.iter().filter(|m| m.date == "2026-09-09") {
