@@ -43,6 +43,18 @@ pub const RELEASES: [(&str, &[Fix]); 4] = [
     ),
 ];
 
+/// The differential's cases at the incident's two doors, each with the
+/// replay step it stands beside: an over-long request at prefill's
+/// admission door (step 2) and at decode's (step 5). Their `door` field is
+/// what the released code decided (`admit`, `retire` or `refuse`).
+pub const DOOR_CASES: [(u8, &str); 2] = [
+    (
+        2,
+        "test_rejected_request_is_retired_at_each_pd_door.prefill",
+    ),
+    (5, "test_rejected_request_is_retired_at_each_pd_door.decode"),
+];
+
 /// The fixes a release contains, or `None` for a release the differential
 /// does not know.
 pub fn release_fixes(release: &str) -> Option<&'static [Fix]> {

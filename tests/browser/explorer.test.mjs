@@ -348,6 +348,37 @@ test("readable at 360 px wide, with and without JavaScript", async () => {
   }
 });
 
+test("steps 2 and 5 say what the real SGLang releases did, each linked to its verified receipt", async () => {
+  const page = await newPage();
+  await page.goto(base + "index.html#step-2");
+  await ready(page);
+  const doors = {};
+  for (const n of [2, 5]) {
+    await page.goto(base + `index.html#step-${n}`);
+    await ready(page);
+    const items = page.locator(`#step-${n} .upstream-doors li`);
+    const count = await items.count();
+    assert.ok(count >= 2, `step ${n}: ${count} releases`);
+    doors[n] = await items.evaluateAll((els) => els.map((e) => [e.dataset.release, e.dataset.door, e.querySelector("a").getAttribute("href")]));
+    console.log(`step ${n}: ${doors[n].map(([r, d]) => `SGLang ${r} ${d}`).join("; ")}`);
+  }
+  // The record: before PR #38935 both doors admit the over-long request,
+  // from 0.5.21 on both retire it.
+  for (const n of [2, 5]) {
+    const by = Object.fromEntries(doors[n].map(([r, d]) => [r, d]));
+    assert.equal(by["0.5.19"], "admit", `step ${n}`);
+    assert.equal(by["0.5.21"], "retire", `step ${n}`);
+  }
+  // Each link opens the receipt's page, which the browser verifies too.
+  const [, , href] = doors[2][0];
+  await page.goto(new URL(href, base + "index.html").href);
+  await page.waitForSelector("article.ur");
+  const stem = await page.getAttribute("article.ur", "data-receipt");
+  await page.waitForSelector(`[id="kvw-trust-${stem}"][data-kvw-verdict="ok"]`, { timeout: 20_000 });
+  assert.ok(await page.locator(".ur-fields tbody tr").count() >= 3);
+  await shot(page, "upstream-run-page");
+});
+
 async function firstStem() {
   return defaultStem(site);
 }
