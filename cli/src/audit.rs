@@ -27,8 +27,9 @@ pub struct AuditArgs {
     /// API key of one tenant; give at least two.
     #[arg(long = "key", value_name = "KEY", required = true)]
     pub keys: Vec<String>,
-    /// Gates to run (comma list): capacity, isolation, status, prefix-cache.
-    #[arg(long, default_value = "capacity,isolation,status,prefix-cache")]
+    /// Gates to run (comma list): version, capacity, isolation, status,
+    /// prefix-cache.
+    #[arg(long, default_value = "version,capacity,isolation,status,prefix-cache")]
     pub gates: String,
     /// Model name (default: the first one /v1/models lists).
     #[arg(long)]

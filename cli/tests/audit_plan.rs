@@ -5,7 +5,7 @@
 //! prompt, which a server recording every request confirms. Every server
 //! here listens on 127.0.0.1 and stops when dropped.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
@@ -15,24 +15,13 @@ use axum::{Json, Router};
 use kvw_testkit::served::{App, Process};
 use serde_json::{json, Value};
 
-const KVW: &str = env!("CARGO_BIN_EXE_kvw");
+mod common;
+
+use common::KVW;
 
 /// `kvw serve --openai --fixes all`.
 fn serve_openai() -> Process {
-    let mut serve = Command::new(KVW);
-    serve
-        .args([
-            "serve",
-            "--openai",
-            "--addr",
-            "127.0.0.1:0",
-            "--for-seconds",
-            "300",
-        ])
-        .args(["--key", "alpha-key", "--key", "beta-key", "--fixes", "all"])
-        .args(["--prefix-cache", "per-tenant"])
-        .stderr(Stdio::null());
-    Process::spawn(serve)
+    common::serve_openai("all", "per-tenant")
 }
 
 fn audit(url: &str, extra: &[&str]) -> Output {

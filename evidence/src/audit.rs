@@ -21,7 +21,7 @@ pub const AUDIT_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/audit/
 pub const AUDIT_SCHEMA_PATH: &str = "schema/audit-predicate.v2.schema.json";
 
 /// The gates `kvw audit` runs.
-pub const GATES: [&str; 4] = ["capacity", "isolation", "status", "prefix-cache"];
+pub const GATES: [&str; 5] = ["version", "capacity", "isolation", "status", "prefix-cache"];
 
 /// A gate's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -37,7 +37,7 @@ pub enum GateResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditPredicate {
-    /// `capacity`, `isolation`, `status` or `prefix-cache`.
+    /// One of [`GATES`].
     pub gate: String,
     pub result: GateResult,
     /// The endpoint's base URL as given.
@@ -152,6 +152,16 @@ fn consistent(p: &AuditPredicate) -> Result<(), String> {
     };
     let result = p.result;
     match p.gate.as_str() {
+        "version" => {
+            // A declared version is never held against a server.
+            if result == GateResult::Fail {
+                return Err("result fail, which the version gate never gives".into());
+            }
+            let declared = ev.get("version").is_some_and(serde_json::Value::is_string);
+            if result == GateResult::Pass && !declared {
+                return Err("result pass with no declared version in its evidence".into());
+            }
+        }
         "isolation" => {
             let leaks = list("leaks")?;
             if result == GateResult::Pass && (leaks > 0 || list("unanswered")? > 0) {

@@ -3,7 +3,7 @@
 //!
 //! The audit discovers what it can ([`discover`]), says what it will send
 //! ([`plan`]), calibrates its prompt sizes against the server's own token
-//! counts ([`tokens`]), then runs [`capacity`],
+//! counts ([`tokens`]), then runs [`version`], [`capacity`],
 //! [`isolation`], [`status`] and [`prefix_cache`] in that order. Each gate
 //! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
 //! every exchange it relied on; the caller signs and prints them.
@@ -20,6 +20,7 @@ pub mod stats;
 pub mod status;
 pub mod tls;
 pub mod tokens;
+pub mod version;
 
 use std::time::Duration;
 
@@ -168,6 +169,36 @@ impl Audit {
     }
 }
 
+/// The first exchange that got no response, in words: which request, after
+/// how many answered ones and how long, and what the client saw. A server
+/// that dies or stops answering mid-audit is named here, never waited on
+/// past the request timeout.
+pub fn silence(exchanges: &[Exchange]) -> Option<String> {
+    let k = exchanges.iter().position(|e| e.status == 0)?;
+    let e = &exchanges[k];
+    let answered = exchanges[..k].iter().filter(|e| e.status != 0).count();
+    let silent = exchanges.iter().filter(|e| e.status == 0).count();
+    let what = format!(
+        "exchange {k} ({} {} {}, after {answered} answered exchange(s)) got no response in {} ms: {}",
+        e.tenant,
+        e.method,
+        e.path,
+        e.total_us / 1000,
+        e.response
+    );
+    Some(if exchanges[k + 1..].iter().any(|e| e.status != 0) {
+        format!(
+            "{what}; {silent} of {} got none, later ones were answered",
+            exchanges.len()
+        )
+    } else {
+        format!(
+            "the server stopped answering at {what}; none of the {} after it was answered",
+            exchanges.len() - k - 1
+        )
+    })
+}
+
 /// Number exchanges in order.
 pub fn numbered(mut ex: Vec<Exchange>) -> Vec<Exchange> {
     for (i, e) in ex.iter_mut().enumerate() {
@@ -210,7 +241,8 @@ pub async fn discover(opts: AuditOptions) -> Result<Discovery, AuditError> {
     for g in &opts.gates {
         if !kvw_evidence::audit::GATES.contains(&g.as_str()) {
             return Err(AuditError(format!(
-                "unknown gate '{g}' (capacity, isolation, status, prefix-cache)"
+                "unknown gate '{g}' ({})",
+                kvw_evidence::audit::GATES.join(", ")
             )));
         }
     }
@@ -287,6 +319,7 @@ impl Audit {
         for gate in self.opts.gates.clone() {
             self.progress.set_message(gate.clone());
             let outcome = match gate.as_str() {
+                "version" => version::run(self).await?,
                 "capacity" => capacity::run(self).await?,
                 "isolation" => isolation::run(self).await?,
                 "status" => status::run(self).await?,
@@ -331,6 +364,7 @@ fn estimate(a: &Audit) -> u64 {
         .gates
         .iter()
         .map(|g| match g.as_str() {
+            "version" => version::REQUESTS,
             "capacity" => 1,
             "isolation" => {
                 let (normal, long) = isolation::lengths(a);

@@ -18,7 +18,7 @@ use kvw_evidence::audit::SizeSource;
 use serde::Serialize;
 
 use super::tokens::{Calibration, SAMPLE_CHARS};
-use super::{capacity, isolation, prefix_cache, status, AuditOptions, Discovered};
+use super::{capacity, isolation, prefix_cache, status, version, AuditOptions, Discovered};
 
 /// One step of the plan.
 #[derive(Debug, Clone, Serialize)]
@@ -78,6 +78,12 @@ pub fn plan(f: &Facts) -> Plan {
     }
     for gate in &f.opts.gates {
         steps.push(match gate.as_str() {
+            "version" => Step {
+                step: "version".into(),
+                requests: version::REQUESTS,
+                prompt_tokens: 0,
+                note: "at most: GET /get_server_info and GET /version, no prompt".into(),
+            },
             "capacity" => capacity_step(f),
             "isolation" => isolation_step(f),
             "status" => status_step(f),
