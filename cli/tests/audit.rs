@@ -117,7 +117,13 @@ fn pre_fix_isolation_fails_naming_the_canary_and_post_fix_passes_every_gate() {
     assert!(canary.starts_with("CANARY-t"), "{leak}");
     assert!(iso["reason"].as_str().unwrap().contains(canary));
     assert!(leak["answer"].as_str().unwrap().contains(canary));
-    assert_eq!(gate(&a, "capacity")["result"], "fail");
+    let cap = gate(&a, "capacity");
+    assert_eq!(cap["result"], "fail", "{cap}");
+    assert_eq!(cap["evidence"]["precondition"], true, "{cap}");
+    assert!(cap["reason"]
+        .as_str()
+        .unwrap()
+        .contains("precondition holds (pool 4096 < context 8192"));
     // The pre-fix cluster declares the release without either change, and
     // the engine expects that release to leak.
     let v = gate(&a, "version");
@@ -150,6 +156,7 @@ fn pre_fix_isolation_fails_naming_the_canary_and_post_fix_passes_every_gate() {
     }
     assert!(a.receipts.iter().all(|r| r.result == GateResult::Pass));
     assert_eq!(gate(&a, "capacity")["evidence"]["status"], 400);
+    assert_eq!(gate(&a, "capacity")["evidence"]["precondition"], true);
     // The server's own /tokenize sized the prompts the refusals rest on.
     for (g, purpose) in [
         ("capacity", "beyond the pool"),
@@ -279,4 +286,22 @@ fn a_server_that_declares_no_version_is_inconclusive_never_failed() {
     let reason = g["reason"].as_str().unwrap();
     assert!(reason.contains("declares no version"), "{reason}");
     assert!(reason.contains("GET /version answered 404"), "{reason}");
+}
+
+#[test]
+fn a_pool_that_holds_the_context_lacks_the_incidents_precondition() {
+    let server = Server::with("none", "off", &["--pool-tokens", "8192"]);
+    let a = audit(&server.url, &["--gates", "capacity"]);
+    let cap = gate(&a, "capacity");
+    assert_eq!(cap["result"], "pass", "{cap}");
+    assert_eq!(cap["evidence"]["precondition"], false, "{cap}");
+    assert_eq!(
+        cap["evidence"]["pool_source"],
+        "GET /get_server_info max_total_num_tokens"
+    );
+    assert!(cap["reason"]
+        .as_str()
+        .unwrap()
+        .contains("precondition (pool < context) is absent"));
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
 }
