@@ -193,7 +193,9 @@ fn a_dry_run_and_a_refused_budget_send_no_prompt() {
     assert!(text.contains("prompt tokens: estimate"), "{text}");
     for gate in [
         "calibration",
+        "version",
         "capacity",
+        "admission",
         "isolation",
         "status",
         "prefix-cache",

@@ -21,7 +21,14 @@ pub const AUDIT_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/audit/
 pub const AUDIT_SCHEMA_PATH: &str = "schema/audit-predicate.v2.schema.json";
 
 /// The gates `kvw audit` runs.
-pub const GATES: [&str; 5] = ["version", "capacity", "isolation", "status", "prefix-cache"];
+pub const GATES: [&str; 6] = [
+    "version",
+    "capacity",
+    "admission",
+    "isolation",
+    "status",
+    "prefix-cache",
+];
 
 /// A gate's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -160,6 +167,21 @@ fn consistent(p: &AuditPredicate) -> Result<(), String> {
             let declared = ev.get("version").is_some_and(serde_json::Value::is_string);
             if result == GateResult::Pass && !declared {
                 return Err("result pass with no declared version in its evidence".into());
+            }
+        }
+        "admission" => {
+            let status = ev.get("status").and_then(serde_json::Value::as_u64);
+            let took = ev.get("refusal_us").and_then(serde_json::Value::as_u64);
+            let bound = ev.get("bound_us").and_then(serde_json::Value::as_u64);
+            let prompt = status.is_some_and(|s| (400..500).contains(&s))
+                && matches!((took, bound), (Some(t), Some(b)) if t <= b);
+            if result == GateResult::Pass && !prompt {
+                return Err(format!(
+                    "result pass without a 4xx within its bound (status {status:?}, {took:?} us, bound {bound:?} us)"
+                ));
+            }
+            if result == GateResult::Fail && (prompt || status.is_none()) {
+                return Err("result fail without a late, missing or non-4xx refusal".into());
             }
         }
         "isolation" => {

@@ -3,11 +3,12 @@
 //!
 //! The audit discovers what it can ([`discover`]), says what it will send
 //! ([`plan`]), calibrates its prompt sizes against the server's own token
-//! counts ([`tokens`]), then runs [`version`], [`capacity`],
+//! counts ([`tokens`]), then runs [`version`], [`capacity`], [`admission`],
 //! [`isolation`], [`status`] and [`prefix_cache`] in that order. Each gate
 //! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
 //! every exchange it relied on; the caller signs and prints them.
 
+pub mod admission;
 pub mod bounds;
 pub mod capacity;
 pub mod client;
@@ -59,6 +60,8 @@ pub struct AuditOptions {
     /// Send a per-tenant `cache_salt` with every request.
     pub cache_salt: bool,
     pub gates: Vec<String>,
+    /// Longest a refusal may take (`--refusal-bound`).
+    pub refusal_bound: Duration,
     /// PEM certificates an https endpoint's certificate must chain to
     /// (instead of the public roots).
     pub cacert: Option<std::path::PathBuf>,
@@ -86,6 +89,7 @@ impl AuditOptions {
                 .iter()
                 .map(|g| g.to_string())
                 .collect(),
+            refusal_bound: admission::DEFAULT_REFUSAL_BOUND,
             cacert: None,
             limits: Limits {
                 max_requests: 1000,
@@ -321,6 +325,7 @@ impl Audit {
             let outcome = match gate.as_str() {
                 "version" => version::run(self).await?,
                 "capacity" => capacity::run(self).await?,
+                "admission" => admission::run(self).await?,
                 "isolation" => isolation::run(self).await?,
                 "status" => status::run(self).await?,
                 _ => prefix_cache::run(self).await?,
@@ -365,7 +370,7 @@ fn estimate(a: &Audit) -> u64 {
         .iter()
         .map(|g| match g.as_str() {
             "version" => version::REQUESTS,
-            "capacity" => 1,
+            "capacity" | "admission" => 1,
             "isolation" => {
                 let (normal, long) = isolation::lengths(a);
                 let w = isolation::warmers(normal, long);

@@ -18,7 +18,9 @@ use kvw_evidence::audit::SizeSource;
 use serde::Serialize;
 
 use super::tokens::{Calibration, SAMPLE_CHARS};
-use super::{capacity, isolation, prefix_cache, status, version, AuditOptions, Discovered};
+use super::{
+    admission, capacity, isolation, prefix_cache, status, version, AuditOptions, Discovered,
+};
 
 /// One step of the plan.
 #[derive(Debug, Clone, Serialize)]
@@ -85,6 +87,7 @@ pub fn plan(f: &Facts) -> Plan {
                 note: "at most: GET /get_server_info and GET /version, no prompt".into(),
             },
             "capacity" => capacity_step(f),
+            "admission" => admission_step(f),
             "isolation" => isolation_step(f),
             "status" => status_step(f),
             _ => prefix_cache_step(f),
@@ -140,6 +143,29 @@ fn capacity_step(f: &Facts) -> Step {
     };
     Step {
         step: "capacity".into(),
+        requests,
+        prompt_tokens: tokens,
+        note,
+    }
+}
+
+fn admission_step(f: &Facts) -> Step {
+    let d = f.found;
+    let tokenize = f.calibration.and_then(|c| c.tokenize).is_some();
+    let bound = f.opts.refusal_bound.as_secs_f64();
+    let (requests, tokens, note) =
+        match admission::target(d.pool_tokens, d.context_len, f.opts.max_tokens, tokenize) {
+            Some((t, limit, what)) => (
+                1,
+                t,
+                format!(
+                    "one prompt past the {limit}-token {what}, refused within {bound} s; {RESENDS}"
+                ),
+            ),
+            None => (0, 0, "context unknown: nothing to send".into()),
+        };
+    Step {
+        step: "admission".into(),
         requests,
         prompt_tokens: tokens,
         note,
