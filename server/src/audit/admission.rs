@@ -45,7 +45,7 @@ pub fn target(
 }
 
 fn secs(us: u64) -> String {
-    format!("{:.2} s", us as f64 / 1e6)
+    format!("{:.3} s", us as f64 / 1e6)
 }
 
 pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {

@@ -68,8 +68,8 @@ fn expects_in_words(e: &serde_json::Value) -> String {
         )
     } else if let Some(status) = e["http_status"].as_u64() {
         format!(
-            "the engine's incident probe under these fixes reads no foreign page and answers {status} after {} virtual ms",
-            e["latency_virtual_ms"]
+            "the engine's incident probe under these fixes reads no foreign page and answers {status} after {:.1} s of virtual time",
+            e["latency_virtual_ms"].as_f64().unwrap_or_default() / 1000.0
         )
     } else {
         format!("the engine's probe did not run: {}", e["error"])
