@@ -28,10 +28,10 @@ pub struct AuditArgs {
     #[arg(long = "key", value_name = "KEY", required = true)]
     pub keys: Vec<String>,
     /// Gates to run (comma list): version, capacity, admission, isolation,
-    /// status, prefix-cache.
+    /// lifetime, status, prefix-cache.
     #[arg(
         long,
-        default_value = "version,capacity,admission,isolation,status,prefix-cache"
+        default_value = "version,capacity,admission,isolation,lifetime,status,prefix-cache"
     )]
     pub gates: String,
     /// Model name (default: the first one /v1/models lists).

@@ -197,6 +197,7 @@ fn a_dry_run_and_a_refused_budget_send_no_prompt() {
         "capacity",
         "admission",
         "isolation",
+        "lifetime",
         "status",
         "prefix-cache",
         "total",

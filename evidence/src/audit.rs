@@ -21,11 +21,12 @@ pub const AUDIT_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/audit/
 pub const AUDIT_SCHEMA_PATH: &str = "schema/audit-predicate.v2.schema.json";
 
 /// The gates `kvw audit` runs.
-pub const GATES: [&str; 6] = [
+pub const GATES: [&str; 7] = [
     "version",
     "capacity",
     "admission",
     "isolation",
+    "lifetime",
     "status",
     "prefix-cache",
 ];
@@ -184,7 +185,7 @@ fn consistent(p: &AuditPredicate) -> Result<(), String> {
                 return Err("result fail without a late, missing or non-4xx refusal".into());
             }
         }
-        "isolation" => {
+        "isolation" | "lifetime" => {
             let leaks = list("leaks")?;
             if result == GateResult::Pass && (leaks > 0 || list("unanswered")? > 0) {
                 return Err(format!(

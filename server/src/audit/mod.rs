@@ -4,7 +4,7 @@
 //! The audit discovers what it can ([`discover`]), says what it will send
 //! ([`plan`]), calibrates its prompt sizes against the server's own token
 //! counts ([`tokens`]), then runs [`version`], [`capacity`], [`admission`],
-//! [`isolation`], [`status`] and [`prefix_cache`] in that order. Each gate
+//! [`isolation`], [`lifetime`], [`status`] and [`prefix_cache`] in that order. Each gate
 //! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
 //! every exchange it relied on; the caller signs and prints them.
 
@@ -14,6 +14,7 @@ pub mod capacity;
 pub mod client;
 pub mod discover;
 pub mod isolation;
+pub mod lifetime;
 pub mod plan;
 pub mod prefix_cache;
 pub mod prompts;
@@ -327,6 +328,7 @@ impl Audit {
                 "capacity" => capacity::run(self).await?,
                 "admission" => admission::run(self).await?,
                 "isolation" => isolation::run(self).await?,
+                "lifetime" => lifetime::run(self).await?,
                 "status" => status::run(self).await?,
                 _ => prefix_cache::run(self).await?,
             };
@@ -376,6 +378,7 @@ fn estimate(a: &Audit) -> u64 {
                 let w = isolation::warmers(normal, long);
                 a.opts.rounds as u64 * ((w + 1) * n * (n - 1) + 2 * n)
             }
+            "lifetime" => a.opts.rounds as u64 * lifetime::requests_per_round(),
             "status" => 4,
             _ => 3 * a.opts.pairs as u64,
         })

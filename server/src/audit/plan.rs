@@ -19,7 +19,8 @@ use serde::Serialize;
 
 use super::tokens::{Calibration, SAMPLE_CHARS};
 use super::{
-    admission, capacity, isolation, prefix_cache, status, version, AuditOptions, Discovered,
+    admission, capacity, isolation, lifetime, prefix_cache, status, version, AuditOptions,
+    Discovered,
 };
 
 /// One step of the plan.
@@ -89,6 +90,7 @@ pub fn plan(f: &Facts) -> Plan {
             "capacity" => capacity_step(f),
             "admission" => admission_step(f),
             "isolation" => isolation_step(f),
+            "lifetime" => lifetime_step(f),
             "status" => status_step(f),
             _ => prefix_cache_step(f),
         });
@@ -185,6 +187,25 @@ fn isolation_step(f: &Facts) -> Step {
         prompt_tokens: rounds * (pairs * (w * normal + long) + n * (normal + long)),
         note: format!(
             "{rounds} round(s) of {normal}- and {long}-token canary documents, {w} before each long one"
+        ),
+    }
+}
+
+fn lifetime_step(f: &Facts) -> Step {
+    let max_canary = (super::bounds::MAX_PROMPT_CHARS as f64 / f.canary_rate()).floor() as u64;
+    let (long, _) = isolation::lengths_for(f.found, f.opts.max_tokens, max_canary);
+    let rounds = u64::from(f.opts.rounds);
+    let trials = lifetime::TRIALS;
+    let per_round =
+        long + trials / 2 * (lifetime::SHORT_TOKENS + long) + 2 * trials * lifetime::VICTIM_TOKENS;
+    Step {
+        step: "lifetime".into(),
+        requests: rounds * lifetime::requests_per_round(),
+        prompt_tokens: rounds * per_round,
+        note: format!(
+            "{rounds} round(s): {trials} {}- and {long}-token canary documents walked away from, each beside two {}-token documents of another tenant",
+            lifetime::SHORT_TOKENS,
+            lifetime::VICTIM_TOKENS
         ),
     }
 }
