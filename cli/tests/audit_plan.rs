@@ -72,7 +72,10 @@ fn assert_sums(plan: &Value) {
 #[test]
 fn the_calibrated_plan_is_what_the_gates_send() {
     let server = serve_openai();
-    let o = audit(&server.url(), &["--gates", "capacity,isolation,status"]);
+    let o = audit(
+        &server.url(),
+        &["--gates", "capacity,admission,isolation,lifetime,status"],
+    );
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -93,7 +96,7 @@ fn the_calibrated_plan_is_what_the_gates_send() {
     assert_sums(estimate);
     assert_sums(calibrated);
     let gates: Vec<&Value> = all.iter().filter(|v| v.get("gate").is_some()).collect();
-    assert_eq!(gates.len(), 3);
+    assert_eq!(gates.len(), 5);
     for g in gates {
         let name = g["gate"].as_str().unwrap();
         let planned = step(calibrated, name);

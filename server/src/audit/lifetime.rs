@@ -13,6 +13,13 @@
 //! Every answer, `t0`'s answered ones included, is searched for the other
 //! tenant's canary; a hit fails the gate and is quoted. Without a leak, a
 //! `t1` answer that did not arrive whole makes the gate inconclusive.
+//!
+//! What the gate can see: a late write shows only where the next tenant's
+//! answer reads it, and only a whole canary (18 characters) is searched
+//! for, so a fault whose foreign bytes are shorter than a canary, or land
+//! where no answer reads, escapes it. A server whose stream starts only
+//! once the answer is whole (`kvw serve --openai`) is walked away from
+//! before its first byte, mid-request.
 
 use std::time::Duration;
 
