@@ -27,8 +27,12 @@ pub struct AuditArgs {
     /// API key of one tenant; give at least two.
     #[arg(long = "key", value_name = "KEY", required = true)]
     pub keys: Vec<String>,
-    /// Gates to run (comma list): capacity, isolation, status, prefix-cache.
-    #[arg(long, default_value = "capacity,isolation,status,prefix-cache")]
+    /// Gates to run (comma list): version, capacity, admission, isolation,
+    /// lifetime, status, prefix-cache.
+    #[arg(
+        long,
+        default_value = "version,capacity,admission,isolation,lifetime,status,prefix-cache"
+    )]
     pub gates: String,
     /// Model name (default: the first one /v1/models lists).
     #[arg(long)]
@@ -47,6 +51,10 @@ pub struct AuditArgs {
     /// max_tokens of the audit's completions.
     #[arg(long, default_value_t = 32)]
     pub max_tokens: u32,
+    /// Seconds a refused prompt may take to be refused (admission gate);
+    /// the request timeout bounds the wait whatever this says.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub refusal_bound: f64,
     /// Rounds of the isolation gate.
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
@@ -113,6 +121,9 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     if !(args.alpha > 0.0 && args.alpha < 0.5) {
         anyhow::bail!("--alpha must be between 0 and 0.5");
     }
+    if !(args.refusal_bound > 0.0 && args.refusal_bound <= 3600.0) {
+        anyhow::bail!("--refusal-bound must be above 0 and at most 3600 seconds");
+    }
     if !(args.chars_per_token >= 0.25 && args.chars_per_token <= 16.0) {
         anyhow::bail!("--chars-per-token must be between 0.25 and 16");
     }
@@ -132,6 +143,7 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     opts.prefix_tokens = args.prefix_tokens;
     opts.alpha = args.alpha;
     opts.cache_salt = args.cache_salt;
+    opts.refusal_bound = Duration::from_secs_f64(args.refusal_bound);
     opts.cacert = args.cacert;
     opts.limits = Limits {
         max_requests: args.max_requests,

@@ -3,7 +3,8 @@
 //! One command produces the evidence the project publishes: the runs of
 //! [`kvw_engine::matrix`] and, beside them, the gate runs of
 //! [`GATE_FIX_SETS`] (the gates receipt of each and the scenario receipts
-//! its rows refer to, named as `kvw gates --out` names them). This module
+//! its rows refer to, named as `kvw gates --out` names them), and the
+//! model-check and upstream-run receipts it is handed. This module
 //! adds the flags, the progress bar and the read-back. Each run is signed and the lot is
 //! written with [`kvw_evidence::bundle::write_bundle_with_others`], which
 //! builds the folder beside its destination and renames it into place, so a
@@ -61,7 +62,17 @@ pub struct BundleArgs {
     /// same key; repeatable.
     #[arg(long, value_name = "FILE")]
     pub model_check: Vec<PathBuf>,
+
+    /// A folder written by `kvw upstream run --out` whose receipts (what
+    /// real SGLang releases did, case by case) the bundle carries too; they
+    /// must be signed by the same key.
+    #[arg(long, value_name = "DIR")]
+    pub upstream_run: Option<PathBuf>,
 }
+
+/// Most upstream-run receipts one bundle carries (the differential writes
+/// one per case and release: a few dozen).
+const MAX_UPSTREAM_RECEIPTS: usize = 1000;
 
 /// The model-check receipts to carry, read before any probe runs.
 fn read_model_checks(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, kvw_evidence::Envelope)>> {
@@ -82,6 +93,82 @@ fn read_model_checks(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, kvw_evide
             let envelope = kvw_evidence::Envelope::from_json(&bytes)
                 .map_err(|e| anyhow!("{}: {e}", path.display()))?;
             Ok((name.to_string(), envelope))
+        })
+        .collect()
+}
+
+/// The upstream-run receipts of `dir`, each checked against the key that
+/// signs the bundle, read before any probe runs. Only regular files named
+/// as `kvw upstream run` names them (and its `kvw.pub.json`) are accepted;
+/// anything else, a link among them, is refused.
+fn read_upstream_runs(
+    dir: &std::path::Path,
+    key: &kvw_evidence::PublicKey,
+) -> anyhow::Result<Vec<(String, kvw_evidence::Envelope)>> {
+    use kvw_evidence::upstream_run::UPSTREAM_RUN_PREDICATE_TYPE;
+    let what = |e: &dyn std::fmt::Display| anyhow!("--upstream-run {}: {e}", dir.display());
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| what(&e))?;
+    if !meta.is_dir() {
+        bail!("--upstream-run {} is not a folder", dir.display());
+    }
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| what(&e))? {
+        let entry = entry.map_err(|e| what(&e))?;
+        let name = entry.file_name();
+        let name = name
+            .to_str()
+            .ok_or_else(|| what(&format!("a file name that is not UTF-8: {name:?}")))?;
+        if name == kvw_evidence::signing::PUBLIC_KEY_FILE {
+            continue;
+        }
+        if !name.starts_with("upstream-") {
+            bail!(
+                "--upstream-run {}: unexpected file {name} (only upstream-*.json receipts)",
+                dir.display()
+            );
+        }
+        kvw_evidence::receipt::check_receipt_name(name).map_err(|e| what(&e))?;
+        names.push(name.to_string());
+        if names.len() > MAX_UPSTREAM_RECEIPTS {
+            bail!(
+                "--upstream-run {}: more than {MAX_UPSTREAM_RECEIPTS} receipts",
+                dir.display()
+            );
+        }
+    }
+    if names.is_empty() {
+        bail!(
+            "--upstream-run {}: no upstream-*.json receipts",
+            dir.display()
+        );
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            // A link is refused, never followed; so is a FIFO or a device.
+            let bytes = kvw_evidence::fsutil::read_no_follow(
+                &path,
+                kvw_evidence::receipt::MAX_RECEIPT_BYTES,
+                "upstream-run receipt",
+            )
+            .map_err(|e| what(&e))?;
+            let statement = kvw_evidence::receipt::verify_statement(&bytes, key).map_err(|e| {
+                anyhow!(
+                    "--upstream-run {name}: {e} (the bundle signs with key {}; write the \
+                     receipts with kvw upstream run --key and the same key)",
+                    key.keyid()
+                )
+            })?;
+            if statement.predicate_type != UPSTREAM_RUN_PREDICATE_TYPE {
+                bail!(
+                    "--upstream-run {name}: predicate type {}, not an upstream-run receipt",
+                    statement.predicate_type
+                );
+            }
+            let envelope = kvw_evidence::Envelope::from_json(&bytes).map_err(|e| what(&e))?;
+            Ok((name, envelope))
         })
         .collect()
 }
@@ -107,6 +194,10 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     check_target(&args.out).map_err(|e| anyhow!("{e}"))?;
     let model_checks = read_model_checks(&args.model_check)?;
     let (signer, key_path) = crate::sign::signer(args.key.as_deref())?;
+    let upstream_runs = match &args.upstream_run {
+        Some(dir) => read_upstream_runs(dir, &signer.public())?,
+        None => Vec::new(),
+    };
     outln!(
         "signing with key {} ({})",
         signer.keyid(),
@@ -134,13 +225,15 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow!("cannot sign {}: {e}", row.name))?;
         receipts.push((row.name.clone(), envelope, predicate));
     }
-    let model_check_receipts = model_checks.len();
+    let (model_check_receipts, upstream_receipts) = (model_checks.len(), upstream_runs.len());
     let mut others = model_checks;
+    others.extend(upstream_runs);
     for fixes in GATE_FIX_SETS {
         others.extend(receipts::run_signed(&fixes.list(), &signer)?);
     }
-    let (probes, gate_receipts) = (receipts.len(), others.len() - model_check_receipts);
-    let count = probes + gate_receipts + model_check_receipts;
+    let probes = receipts.len();
+    let gate_receipts = others.len() - model_check_receipts - upstream_receipts;
+    let count = probes + others.len();
     let public = signer.public();
     let written = write_bundle_with_others(&args.out, receipts, others, &signer)
         .map_err(|e| anyhow!("{e}"))?;
@@ -162,7 +255,8 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     outln!(
         "wrote {count} receipts to {}: {probes} probe runs ({leaks} leak, {} no leak) and \
          {gate_receipts} gate and scenario receipts (fixes none and all), \
-         {model_check_receipts} model-check receipt(s); keyid {}",
+         {model_check_receipts} model-check receipt(s), {upstream_receipts} upstream-run \
+         receipt(s); keyid {}",
         written.dir.display(),
         probes - leaks,
         written.keyid

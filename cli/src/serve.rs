@@ -77,6 +77,15 @@ pub struct OpenAiArgs {
     /// Prefill KV pool in tokens.
     #[arg(long, default_value_t = 4096)]
     pub pool_tokens: u64,
+    /// Tokens of one KV page.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub page_size: u32,
+    /// Fault injection (SGLang #24527): the last page write of every
+    /// request's prompt lands this many milliseconds late (cluster time),
+    /// even after the request was aborted; without `deferred-release` an
+    /// aborted request's pages are reused before it lands.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub late_write_ms: Option<u64>,
     /// Decode KV pool in tokens.
     #[arg(long, default_value_t = 32768)]
     pub decode_pool_tokens: u64,
@@ -115,6 +124,11 @@ fn openai_router(
         prefix_cache,
         early_reject: a.early_reject == "on",
         waiting_timeout_s: a.waiting_timeout,
+        page_size: a.page_size,
+        late_write: a.late_write_ms.map(|ms| kvw_engine::live::LateWrite {
+            pages: 1,
+            us: ms * 1000,
+        }),
         ..Default::default()
     };
     let service = kvw_server::service::EngineService::start(shape)?;

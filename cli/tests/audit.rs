@@ -4,12 +4,14 @@
 //! from a per-tenant one. Every server here starts on a free port and stops
 //! itself.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use kvw_evidence::audit::{AuditPredicate, GateResult, SizeSource};
 use kvw_testkit::served::Process;
 
-const KVW: &str = env!("CARGO_BIN_EXE_kvw");
+mod common;
+
+use common::KVW;
 
 /// `kvw serve --openai` on a free port; killed on drop.
 struct Server {
@@ -19,20 +21,11 @@ struct Server {
 
 impl Server {
     fn start(fixes: &str, cache: &str) -> Server {
-        let mut serve = Command::new(KVW);
-        serve
-            .args([
-                "serve",
-                "--openai",
-                "--addr",
-                "127.0.0.1:0",
-                "--for-seconds",
-                "300",
-            ])
-            .args(["--key", "alpha-key", "--key", "beta-key", "--fixes", fixes])
-            .args(["--prefix-cache", cache])
-            .stderr(Stdio::null());
-        let process = Process::spawn(serve);
+        Server::with(fixes, cache, &[])
+    }
+
+    fn with(fixes: &str, cache: &str, extra: &[&str]) -> Server {
+        let process = common::serve_openai_with(&common::KEYS, fixes, cache, extra);
         Server {
             url: process.url(),
             _process: process,
@@ -124,7 +117,21 @@ fn pre_fix_isolation_fails_naming_the_canary_and_post_fix_passes_every_gate() {
     assert!(canary.starts_with("CANARY-t"), "{leak}");
     assert!(iso["reason"].as_str().unwrap().contains(canary));
     assert!(leak["answer"].as_str().unwrap().contains(canary));
-    assert_eq!(gate(&a, "capacity")["result"], "fail");
+    let cap = gate(&a, "capacity");
+    assert_eq!(cap["result"], "fail", "{cap}");
+    assert_eq!(cap["evidence"]["precondition"], true, "{cap}");
+    assert!(cap["reason"]
+        .as_str()
+        .unwrap()
+        .contains("precondition holds (pool 4096 < context 8192"));
+    // The pre-fix cluster declares the release without either change, and
+    // the engine expects that release to leak.
+    let v = gate(&a, "version");
+    assert_eq!(v["result"], "pass", "{v}");
+    assert_eq!(v["evidence"]["version"], "0.5.19", "{v}");
+    assert_eq!(v["evidence"]["fixes"], serde_json::json!([]));
+    assert_eq!(v["evidence"]["engine_expects"]["leak"], true, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("capacity"), "{v}");
     // The receipt quotes the exchange that carried the other tenant's canary.
     let r = a.receipts.iter().find(|r| r.gate == "isolation").unwrap();
     let k = leak["exchange"].as_u64().unwrap() as usize;
@@ -136,12 +143,20 @@ fn pre_fix_isolation_fails_naming_the_canary_and_post_fix_passes_every_gate() {
     let post = Server::start("all", "per-tenant");
     let a = audit(&post.url, &[]);
     assert_eq!(a.code, Some(0), "{:?} {}", a.gates, a.stderr);
-    assert_eq!(a.gates.len(), 4);
+    assert_eq!(a.gates.len(), kvw_evidence::audit::GATES.len());
+    let v = gate(&a, "version");
+    assert_eq!(v["evidence"]["version"], "0.5.23", "{v}");
+    assert_eq!(
+        v["evidence"]["fixes"],
+        serde_json::json!(["retire-aborted-prefill-result", "retire-unadmitted-reject"])
+    );
+    assert_eq!(v["evidence"]["engine_expects"]["leak"], false, "{v}");
     for g in &a.gates {
         assert_eq!(g["result"], "pass", "{g}");
     }
     assert!(a.receipts.iter().all(|r| r.result == GateResult::Pass));
     assert_eq!(gate(&a, "capacity")["evidence"]["status"], 400);
+    assert_eq!(gate(&a, "capacity")["evidence"]["precondition"], true);
     // The server's own /tokenize sized the prompts the refusals rest on.
     for (g, purpose) in [
         ("capacity", "beyond the pool"),
@@ -228,4 +243,65 @@ fn unreachable_and_incompatible_endpoints_are_one_line_errors() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// An OpenAI endpoint that declares no version (llama.cpp's server has no
+/// `/version` and no `/get_server_info`).
+fn no_version() -> kvw_testkit::served::App {
+    use axum::response::IntoResponse;
+    let handler = |req: axum::extract::Request| async move {
+        if req.uri().path() == "/v1/models" {
+            let list = serde_json::json!({"object": "list", "data": [{"id": "m"}]});
+            return axum::Json(list).into_response();
+        }
+        axum::http::StatusCode::NOT_FOUND.into_response()
+    };
+    kvw_testkit::served::App::start(axum::Router::new().fallback(handler))
+}
+
+#[test]
+fn a_server_that_declares_no_version_is_inconclusive_never_failed() {
+    let app = no_version();
+    let o = Command::new(KVW)
+        .args([
+            "audit",
+            "--endpoint",
+            &app.url(),
+            "--key",
+            "a",
+            "--key",
+            "b",
+        ])
+        .args(["--gates", "version", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let g: serde_json::Value = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["gate"] == "version")
+        .unwrap_or_else(|| panic!("no version line in {out}"));
+    assert_eq!(g["result"], "inconclusive", "{g}");
+    let reason = g["reason"].as_str().unwrap();
+    assert!(reason.contains("declares no version"), "{reason}");
+    assert!(reason.contains("GET /version answered 404"), "{reason}");
+}
+
+#[test]
+fn a_pool_that_holds_the_context_lacks_the_incidents_precondition() {
+    let server = Server::with("none", "off", &["--pool-tokens", "8192"]);
+    let a = audit(&server.url, &["--gates", "capacity"]);
+    let cap = gate(&a, "capacity");
+    assert_eq!(cap["result"], "pass", "{cap}");
+    assert_eq!(cap["evidence"]["precondition"], false, "{cap}");
+    assert_eq!(
+        cap["evidence"]["pool_source"],
+        "GET /get_server_info max_total_num_tokens"
+    );
+    assert!(cap["reason"]
+        .as_str()
+        .unwrap()
+        .contains("precondition (pool < context) is absent"));
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
 }

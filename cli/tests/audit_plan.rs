@@ -5,7 +5,7 @@
 //! prompt, which a server recording every request confirms. Every server
 //! here listens on 127.0.0.1 and stops when dropped.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
@@ -15,24 +15,13 @@ use axum::{Json, Router};
 use kvw_testkit::served::{App, Process};
 use serde_json::{json, Value};
 
-const KVW: &str = env!("CARGO_BIN_EXE_kvw");
+mod common;
+
+use common::KVW;
 
 /// `kvw serve --openai --fixes all`.
 fn serve_openai() -> Process {
-    let mut serve = Command::new(KVW);
-    serve
-        .args([
-            "serve",
-            "--openai",
-            "--addr",
-            "127.0.0.1:0",
-            "--for-seconds",
-            "300",
-        ])
-        .args(["--key", "alpha-key", "--key", "beta-key", "--fixes", "all"])
-        .args(["--prefix-cache", "per-tenant"])
-        .stderr(Stdio::null());
-    Process::spawn(serve)
+    common::serve_openai("all", "per-tenant")
 }
 
 fn audit(url: &str, extra: &[&str]) -> Output {
@@ -83,7 +72,10 @@ fn assert_sums(plan: &Value) {
 #[test]
 fn the_calibrated_plan_is_what_the_gates_send() {
     let server = serve_openai();
-    let o = audit(&server.url(), &["--gates", "capacity,isolation,status"]);
+    let o = audit(
+        &server.url(),
+        &["--gates", "capacity,admission,isolation,lifetime,status"],
+    );
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -104,7 +96,7 @@ fn the_calibrated_plan_is_what_the_gates_send() {
     assert_sums(estimate);
     assert_sums(calibrated);
     let gates: Vec<&Value> = all.iter().filter(|v| v.get("gate").is_some()).collect();
-    assert_eq!(gates.len(), 3);
+    assert_eq!(gates.len(), 5);
     for g in gates {
         let name = g["gate"].as_str().unwrap();
         let planned = step(calibrated, name);
@@ -204,8 +196,11 @@ fn a_dry_run_and_a_refused_budget_send_no_prompt() {
     assert!(text.contains("prompt tokens: estimate"), "{text}");
     for gate in [
         "calibration",
+        "version",
         "capacity",
+        "admission",
         "isolation",
+        "lifetime",
         "status",
         "prefix-cache",
         "total",

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -23,7 +23,10 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{json, Value};
 
-const KVW: &str = env!("CARGO_BIN_EXE_kvw");
+mod common;
+
+use common::KVW;
+
 const KEYS: [&str; 2] = ["alpha-secret-key-1", "beta-secret-key-2"];
 
 /// A CA made for the test.
@@ -139,20 +142,7 @@ impl Drop for TlsFront {
 
 /// `kvw serve --openai --fixes all` with the two keys.
 fn serve_openai() -> Process {
-    let mut serve = Command::new(KVW);
-    serve
-        .args([
-            "serve",
-            "--openai",
-            "--addr",
-            "127.0.0.1:0",
-            "--for-seconds",
-            "300",
-        ])
-        .args(["--key", KEYS[0], "--key", KEYS[1], "--fixes", "all"])
-        .args(["--prefix-cache", "per-tenant"])
-        .stderr(Stdio::null());
-    Process::spawn(serve)
+    common::serve_openai_with(&KEYS, "all", "per-tenant", &[])
 }
 
 /// What one audit printed and signed.

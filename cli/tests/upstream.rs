@@ -110,31 +110,40 @@ fn a_probe_that_raises_names_release_and_case_and_writes_nothing() {
     assert!(!out.exists());
 }
 
-#[test]
-fn reproduce_without_the_venv_says_so_in_one_line() {
-    let home = tempfile::tempdir().unwrap();
-    let upstream = BTreeMap::from([("input_cap".to_string(), json!(506))]);
+/// A signed upstream-run receipt of `case` on `release` in `dir`, as
+/// `kvw upstream run --out` names it; the real code's `door` is `door`.
+fn write_receipt(dir: &Path, signer: &Signer, release: &str, case: &str, door: &str) -> String {
+    let upstream = BTreeMap::from([("door".to_string(), json!(door))]);
     let engine = upstream.clone();
     let p = UpstreamRunPredicate {
-        release: "0.5.19".into(),
+        release: release.into(),
         wheel: "sglang.whl".into(),
         wheel_sha256: "a".repeat(64),
         python: "3.11.7".into(),
         torch: "2.13.0".into(),
         probe_sha256: "b".repeat(64),
-        case: "input-cap".into(),
-        fixes: vec![],
+        case: case.into(),
+        fixes: kvw_evidence::upstream_run::release_fixes(release)
+            .unwrap()
+            .to_vec(),
         stubs: vec![],
         fields: compare(&upstream, &engine, |_| None),
         upstream,
         engine,
         kvw_version: "0".into(),
     };
+    let name = kvw_evidence::receipt_name::upstream(release, case);
+    let env = kvw_evidence::sign_statement(&name, &p, signer).unwrap();
+    std::fs::write(dir.join(&name), serde_json::to_vec(&env).unwrap()).unwrap();
+    name
+}
+
+#[test]
+fn reproduce_without_the_venv_says_so_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
     let signer = Signer::generate();
-    let name = "upstream-0-5-19-input-cap.json";
-    let env = kvw_evidence::sign_statement(name, &p, &signer).unwrap();
+    let name = write_receipt(home.path(), &signer, "0.5.19", "input-cap", "admit");
     let file = home.path().join(name);
-    std::fs::write(&file, serde_json::to_vec(&env).unwrap()).unwrap();
     signer
         .public()
         .save(home.path().join("kvw.pub.json"))
@@ -147,17 +156,154 @@ fn reproduce_without_the_venv_says_so_in_one_line() {
         String::from_utf8_lossy(&ok.stderr)
     );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("upstream run input-cap on SGLang 0.5.19"));
+    // Without the venv the receipt is still checked, and the line says
+    // what would re-run it; nothing is installed.
     let out = kvw(home.path(), &["verify", f, "--reproduce"]);
-    assert!(!out.status.success());
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("--reproduce needs the SGLang 0.5.19 venv"),
+        text.contains("the SGLang 0.5.19 venv is not set up here"),
         "{text}"
     );
+    assert!(!home.path().join("sglang-0.5.19").exists());
+    // A venv that is there but broken is an error, not a skip.
+    std::fs::create_dir_all(home.path().join("sglang-0.5.19")).unwrap();
+    std::fs::write(home.path().join("sglang-0.5.19/.kvw-ready"), "{").unwrap();
+    let out = kvw(home.path(), &["verify", f, "--reproduce"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn a_bundle_carries_upstream_runs_signed_by_its_key_and_refuses_others() {
+    let home = tempfile::tempdir().unwrap();
+    let d = home.path();
+    let key = d.join("signing-key.json");
+    assert!(kvw(d, &["keygen", "--out", d.to_str().unwrap()])
+        .status
+        .success());
+    let signer = Signer::load(&key).unwrap();
+    let runs = d.join("upstream-run");
+    std::fs::create_dir(&runs).unwrap();
+    let (prefill, decode) = (
+        kvw_evidence::upstream_run::DOOR_CASES[0].1,
+        kvw_evidence::upstream_run::DOOR_CASES[1].1,
+    );
+    let mut names = Vec::new();
+    for (release, door) in [("0.5.19", "admit"), ("0.5.21", "retire")] {
+        names.push(write_receipt(&runs, &signer, release, prefill, door));
+        names.push(write_receipt(&runs, &signer, release, decode, door));
+    }
+    signer.public().save(runs.join("kvw.pub.json")).unwrap();
+    let (k, r) = (key.to_str().unwrap(), runs.to_str().unwrap());
+    let bundle = |out: &str, runs: &str| {
+        let out = d.join(out);
+        let o = out.to_str().unwrap().to_string();
+        kvw(
+            d,
+            &[
+                "bundle",
+                "--out",
+                &o,
+                "--key",
+                k,
+                "--scales",
+                "walkthrough",
+                "--upstream-run",
+                runs,
+            ],
+        )
+    };
+    let b = bundle("bundle", r);
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert!(String::from_utf8_lossy(&b.stdout).contains("4 upstream-run receipt(s)"));
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("bundle/index.json")).unwrap()).unwrap();
+    let carried: Vec<&str> = index["others"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["facts"]["upstream_run"].is_object())
+        .map(|o| o["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(carried.len(), 4, "{index}");
+    for name in &names {
+        assert!(
+            carried.contains(&format!("receipts/{name}").as_str()),
+            "{name}"
+        );
+    }
+    let v = kvw(d, &["verify", d.join("bundle").to_str().unwrap()]);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+
+    // The site draws each receipt's page and, beside steps 2 and 5, what
+    // each release decided, linked to that page.
+    let site = d.join("site");
+    let s = kvw(
+        d,
+        &[
+            "site",
+            "build",
+            "--bundle",
+            d.join("bundle").to_str().unwrap(),
+            "--out",
+            site.to_str().unwrap(),
+        ],
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    // Hydration markers between text nodes are not part of what is read.
+    let read = |page: &str| {
+        std::fs::read_to_string(site.join(page))
+            .unwrap()
+            .replace("<!---->", "")
+            .replace("<!>", "")
+    };
+    let page = read("en/incident-walkthrough-fixes-none.html");
+    for (step, case) in [(2, prefill), (5, decode)] {
+        let at = page.find(&format!("id=\"step-{step}\"")).unwrap();
+        let end = page[at..].find("</section>").unwrap() + at;
+        let section = &page[at..end];
+        for (release, word) in [("0.5.19", "admitted"), ("0.5.21", "retired")] {
+            let stem = kvw_evidence::receipt_name::upstream(release, case);
+            let stem = stem.trim_end_matches(".json");
+            assert!(
+                section.contains(&format!("href=\"../en/{stem}.html\"")),
+                "step {step} links {stem}"
+            );
+            assert!(
+                section.contains(&format!("SGLang {release}</a>: {word}")),
+                "step {step}: {release} {word}"
+            );
+            assert!(site.join(format!("en/{stem}.html")).exists());
+            assert!(site.join(format!("it/{stem}.html")).exists());
+        }
+    }
+    let it = read("it/incident-walkthrough-fixes-none.html");
+    assert!(it.contains("SGLang 0.5.21</a>: ritirata"));
+
+    // Signed by another key: refused before any probe runs, nothing written.
+    let other = d.join("other-runs");
+    std::fs::create_dir(&other).unwrap();
+    write_receipt(&other, &Signer::generate(), "0.5.19", prefill, "admit");
+    let o = bundle("refused", other.to_str().unwrap());
+    let line = one_error_line(&o);
+    assert!(
+        line.contains("--upstream-run") && line.contains("same key"),
+        "{line}"
+    );
+    assert!(!d.join("refused").exists());
+    // A file the differential does not write, or a link, is refused.
+    std::fs::write(runs.join("notes.txt"), "x").unwrap();
+    let line = one_error_line(&bundle("refused", r));
+    assert!(line.contains("unexpected file notes.txt"), "{line}");
+    std::fs::remove_file(runs.join("notes.txt")).unwrap();
+    std::os::unix::fs::symlink(runs.join(&names[0]), runs.join("upstream-link.json")).unwrap();
+    let line = one_error_line(&bundle("refused", r));
+    assert!(line.contains("upstream-link.json"), "{line}");
+    assert!(!d.join("refused").exists());
 }
 
 #[test]

@@ -36,6 +36,12 @@
 //! answered and nothing holds it, the engine forgets its prompt, room and
 //! answer ([`Sim::forget`]); [`LiveEngine::census`] counts what is kept.
 //!
+//! A request whose client goes away is aborted ([`LiveEngine::abort`], the
+//! router's `abort_request`). [`LiveConfig::late_write`] injects SGLang
+//! #24527's transfer fault: a page write that lands late even after the
+//! abort, which without `deferred-release` (#35049) lands in pages the next
+//! request was handed.
+//!
 //! The clock may run slower than real time ([`LiveConfig::clock_scale`]):
 //! every latency the cost model sets stretches alike, which keeps a
 //! prefix-cache hit measurable over loopback jitter; no outcome depends on it.
@@ -104,6 +110,22 @@ pub struct LiveConfig {
     /// Real microseconds per virtual microsecond (1 = real time; 2 runs the
     /// cluster at half speed, doubling every latency the cost model sets).
     pub clock_scale: u64,
+    /// A fault of the KV transfer on every request (SGLang #24527): see
+    /// [`LateWrite`]. `None` for a healthy channel.
+    pub late_write: Option<LateWrite>,
+}
+
+/// The last `pages` page writes of every request's prompt land `us`
+/// virtual microseconds late, even after the request was aborted (an RDMA
+/// write still in flight when decode gives up on the transfer, SGLang
+/// #24527). A request that is not aborted waits for them and answers
+/// correctly; one aborted in that window has its pages freed at once
+/// without `deferred-release` (#35049), and the writes land in pages the
+/// next request was handed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LateWrite {
+    pub pages: usize,
+    pub us: u64,
 }
 
 /// Costs of the live cluster (model assumptions; they order events and set
@@ -146,6 +168,8 @@ pub struct Submit {
     pub cache_salt: Option<String>,
     /// Called once, on the engine thread, with the answer.
     pub reply: Box<dyn FnOnce(LiveAnswer) + Send>,
+    /// The caller's name for the request, for [`LiveEngine::abort`].
+    pub handle: Option<u64>,
 }
 
 /// What the engine thread is handed.
@@ -153,6 +177,8 @@ enum Control {
     Submit(Submit),
     /// Report what the cluster retains.
     Census(Box<dyn FnOnce(Retained) + Send>),
+    /// The client of the request submitted with this handle went away.
+    Abort(u64),
 }
 
 /// The engine has stopped and takes no more requests.
@@ -195,6 +221,14 @@ impl LiveEngine {
     /// Hand a request to the engine; its `reply` runs when it is answered.
     pub fn submit(&self, s: Submit) -> Result<(), Stopped> {
         self.send(Control::Submit(s))
+    }
+
+    /// The client of the request submitted with `handle` is gone: abort it
+    /// in the cluster (upstream `abort_request`, which the HTTP server
+    /// calls when the connection closes). Its answer, if it comes, is
+    /// dropped by the caller.
+    pub fn abort(&self, handle: u64) -> Result<(), Stopped> {
+        self.send(Control::Abort(handle))
     }
 
     /// What the cluster retains now, once the engine thread gets to it.
@@ -303,6 +337,8 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
         tick: 0,
     };
     let mut waiting: BTreeMap<u32, Pending> = BTreeMap::new();
+    // Handles of requests in flight, to abort them.
+    let mut handles: HashMap<u64, u32> = HashMap::new();
     // Answered requests the cluster may still hold, to forget once it does not.
     let mut settling: Vec<u32> = Vec::new();
     let start = Instant::now();
@@ -320,6 +356,7 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
         }
         sim.run_until(now);
         settling.extend(deliver(&mut sim, &mut waiting, config.early_reject));
+        handles.retain(|_, i| waiting.contains_key(i));
         settling.retain(|&i| !sim.forget(i));
         // The live engine answers; it does not narrate. Keep memory flat.
         sim.trace = Trace::new();
@@ -346,6 +383,14 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
                     reply(sim.retained());
                     continue;
                 }
+                Control::Abort(h) => {
+                    if let Some(i) = handles.remove(&h).filter(|i| waiting.contains_key(i)) {
+                        let at = now_us(behind).max(sim.now);
+                        sim.run_until(at);
+                        sim.client_abort(at, i);
+                    }
+                    continue;
+                }
             };
             let at = now_us(behind).max(sim.now);
             sim.run_until(at);
@@ -365,6 +410,18 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
             });
             if cached_tokens > 0 {
                 sim.prefill_cached.insert(idx, cached_tokens);
+            }
+            if let Some(h) = s.handle {
+                handles.insert(h, idx);
+            }
+            if let Some(f) = config.late_write {
+                let page = config.probe.page_size as usize;
+                let pages = prompt_tokens.div_ceil(page.max(1));
+                let room = sim.entries[idx as usize].room;
+                for nth in pages.saturating_sub(f.pages)..pages {
+                    sim.channel
+                        .inject(room, crate::transfer::Fault::LateWrite { nth, us: f.us });
+                }
             }
             tracing::debug!(idx, prompt_tokens, cached_tokens, "admitted");
             waiting.insert(
@@ -449,6 +506,7 @@ mod tests {
             cache_blocks: 4096,
             early_reject: true,
             clock_scale: 1,
+            late_write: None,
         })
     }
 
@@ -516,6 +574,7 @@ mod tests {
             reply: Box::new(move |a| {
                 let _ = tx.send(a);
             }),
+            handle: None,
         })
         .unwrap();
         rx
@@ -566,5 +625,49 @@ mod tests {
             assert_eq!(a.status, 200);
         }
         assert_eq!(settled_census(&e), Retained::default());
+    }
+
+    #[test]
+    fn an_aborted_request_s_late_write_lands_in_the_next_tenant_s_page_without_deferred_release() {
+        for (fixes, leaks) in [(vec![], true), (vec![Fix::DeferredRelease], false)] {
+            let mut probe = incident_config(Scale::Incident, &fixes, PoisonMode::Off, 1)
+                .unwrap()
+                .into_inner();
+            probe.context_len = 8192;
+            probe.prefill_pool_tokens = 4096;
+            probe.decode_pool_tokens = 16384;
+            probe.page_size = 64;
+            probe.waiting_timeout_s = 2;
+            let e = LiveEngine::start(LiveConfig {
+                probe: ValidConfig::new(probe).unwrap(),
+                costs: live_costs(),
+                prefix_cache: PrefixCacheMode::Off,
+                cache_blocks: 0,
+                early_reject: true,
+                clock_scale: 1,
+                late_write: Some(LateWrite {
+                    pages: 1,
+                    us: 300_000,
+                }),
+            });
+            let canary = "CANARY-acme-77aa77aa";
+            let (tx, _rx) = mpsc::channel();
+            e.submit(Submit {
+                tenant: "acme".into(),
+                prompt: attention::encode(&doc(canary, 60)),
+                max_new_tokens: 8,
+                cache_salt: None,
+                reply: Box::new(move |a| {
+                    let _ = tx.send(a);
+                }),
+                handle: Some(7),
+            })
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            e.abort(7).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            let b = ask(&e, "umbrella", &doc("CANARY-umbrella-0001", 400), 32);
+            assert_eq!(b.text.contains(canary), leaks, "{fixes:?}: {b:?}");
+        }
     }
 }

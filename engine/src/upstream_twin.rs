@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use kvw_evidence::upstream_run::DOOR_CASES;
 use kvw_evidence::Fix;
 use serde_json::{json, Value};
 
@@ -69,8 +70,8 @@ struct Entry {
 /// The cases, by the names the probes use.
 pub const CASES: [&str; 17] = [
     "input-cap",
-    "test_rejected_request_is_retired_at_each_pd_door.prefill",
-    "test_rejected_request_is_retired_at_each_pd_door.decode",
+    DOOR_CASES[0].1,
+    DOOR_CASES[1].1,
     "test_valid_request_still_admitted.prefill",
     "test_valid_request_still_admitted.decode",
     "test_reentering_prefill_request_is_not_retired.metadata_buffer_index",

@@ -21,7 +21,15 @@ pub const AUDIT_PREDICATE_TYPE: &str = "https://kvwitness.dev/attestation/audit/
 pub const AUDIT_SCHEMA_PATH: &str = "schema/audit-predicate.v2.schema.json";
 
 /// The gates `kvw audit` runs.
-pub const GATES: [&str; 4] = ["capacity", "isolation", "status", "prefix-cache"];
+pub const GATES: [&str; 7] = [
+    "version",
+    "capacity",
+    "admission",
+    "isolation",
+    "lifetime",
+    "status",
+    "prefix-cache",
+];
 
 /// A gate's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -37,7 +45,7 @@ pub enum GateResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditPredicate {
-    /// `capacity`, `isolation`, `status` or `prefix-cache`.
+    /// One of [`GATES`].
     pub gate: String,
     pub result: GateResult,
     /// The endpoint's base URL as given.
@@ -152,7 +160,32 @@ fn consistent(p: &AuditPredicate) -> Result<(), String> {
     };
     let result = p.result;
     match p.gate.as_str() {
-        "isolation" => {
+        "version" => {
+            // A declared version is never held against a server.
+            if result == GateResult::Fail {
+                return Err("result fail, which the version gate never gives".into());
+            }
+            let declared = ev.get("version").is_some_and(serde_json::Value::is_string);
+            if result == GateResult::Pass && !declared {
+                return Err("result pass with no declared version in its evidence".into());
+            }
+        }
+        "admission" => {
+            let status = ev.get("status").and_then(serde_json::Value::as_u64);
+            let took = ev.get("refusal_us").and_then(serde_json::Value::as_u64);
+            let bound = ev.get("bound_us").and_then(serde_json::Value::as_u64);
+            let prompt = status.is_some_and(|s| (400..500).contains(&s))
+                && matches!((took, bound), (Some(t), Some(b)) if t <= b);
+            if result == GateResult::Pass && !prompt {
+                return Err(format!(
+                    "result pass without a 4xx within its bound (status {status:?}, {took:?} us, bound {bound:?} us)"
+                ));
+            }
+            if result == GateResult::Fail && (prompt || status.is_none()) {
+                return Err("result fail without a late, missing or non-4xx refusal".into());
+            }
+        }
+        "isolation" | "lifetime" => {
             let leaks = list("leaks")?;
             if result == GateResult::Pass && (leaks > 0 || list("unanswered")? > 0) {
                 return Err(format!(

@@ -229,6 +229,9 @@ pub enum Provenance {
     UpstreamThread,
     /// Read in upstream source code (file and function cited).
     UpstreamCode,
+    /// Shown by a released upstream version's own code, run by
+    /// `kvw upstream run` (an upstream-run receipt records it).
+    UpstreamRun,
     /// Our own choice where the record is silent.
     ModelAssumption,
 }

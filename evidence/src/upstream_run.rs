@@ -43,6 +43,18 @@ pub const RELEASES: [(&str, &[Fix]); 4] = [
     ),
 ];
 
+/// The differential's cases at the incident's two doors, each with the
+/// replay step it stands beside: an over-long request at prefill's
+/// admission door (step 2) and at decode's (step 5). Their `door` field is
+/// what the released code decided (`admit`, `retire` or `refuse`).
+pub const DOOR_CASES: [(u8, &str); 2] = [
+    (
+        2,
+        "test_rejected_request_is_retired_at_each_pd_door.prefill",
+    ),
+    (5, "test_rejected_request_is_retired_at_each_pd_door.decode"),
+];
+
 /// The fixes a release contains, or `None` for a release the differential
 /// does not know.
 pub fn release_fixes(release: &str) -> Option<&'static [Fix]> {
@@ -50,6 +62,71 @@ pub fn release_fixes(release: &str) -> Option<&'static [Fix]> {
         .iter()
         .find(|(r, _)| *r == release)
         .map(|(_, f)| *f)
+}
+
+/// What a declared SGLang version contains of the fix matrix: the known
+/// release it is judged by and that release's fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeclaredRelease {
+    /// The release of [`RELEASES`] whose fixes the version carries, or
+    /// `None` for a version older than every one of them.
+    pub basis: Option<&'static str>,
+    pub fixes: &'static [Fix],
+}
+
+/// The fixes an SGLang `version` string contains (`0.5.21`, `v0.5.22`,
+/// `0.5.20.post1`, `0.5.24rc0`), judged by [`RELEASES`]: the newest known
+/// release at or below it. Every change of the table came after the oldest
+/// release, so an older version contains none; changes only accumulate, so
+/// a version newer than the newest contains at least its fixes. `None`
+/// when the text is not a `MAJOR.MINOR.PATCH` version.
+pub fn declared_release(version: &str) -> Option<DeclaredRelease> {
+    let v = parse_version(version)?;
+    let basis = RELEASES
+        .iter()
+        .rev()
+        .find(|(r, _)| parse_version(r).is_some_and(|k| k <= v));
+    Some(match basis {
+        Some((r, fixes)) => DeclaredRelease {
+            basis: Some(r),
+            fixes,
+        },
+        None => DeclaredRelease {
+            basis: None,
+            fixes: &[],
+        },
+    })
+}
+
+/// The newest release of [`RELEASES`] whose fixes are exactly the upstream
+/// ones among `fixes` (switches no release carries are left aside).
+pub fn release_with(fixes: &[Fix]) -> Option<&'static str> {
+    let upstream = |f: &Fix| RELEASES.iter().any(|(_, r)| r.contains(f));
+    let mut want: Vec<Fix> = fixes.iter().copied().filter(upstream).collect();
+    want.sort_by_key(|f| f.name());
+    want.dedup();
+    RELEASES
+        .iter()
+        .rev()
+        .find(|(_, r)| {
+            let mut have = r.to_vec();
+            have.sort_by_key(|f| f.name());
+            have == want
+        })
+        .map(|(r, _)| *r)
+}
+
+/// `MAJOR.MINOR.PATCH` of a version string, ignoring a leading `v` and
+/// anything after the patch number's digits.
+fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
+    let t = text.trim();
+    let t = t.strip_prefix('v').unwrap_or(t);
+    let mut parts = t.splitn(3, '.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    let rest = parts.next()?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((major, minor, digits.parse().ok()?))
 }
 
 /// How one field compared.
@@ -244,6 +321,31 @@ impl crate::receipt::PredicateKind for UpstreamRunPredicate {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod release_tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_version_is_judged_by_the_newest_known_release_at_or_below_it() {
+        let fixes = |v: &str| declared_release(v).map(|d| (d.basis, d.fixes.len()));
+        assert_eq!(fixes("0.5.19"), Some((Some("0.5.19"), 0)));
+        assert_eq!(fixes("v0.5.20"), Some((Some("0.5.20"), 1)));
+        assert_eq!(fixes("0.5.20.post1"), Some((Some("0.5.20"), 1)));
+        assert_eq!(fixes("0.5.22"), Some((Some("0.5.21"), 2)));
+        assert_eq!(fixes("0.6.0rc1"), Some((Some("0.5.23"), 2)));
+        assert_eq!(fixes("0.4.9"), Some((None, 0)));
+        assert_eq!(fixes("b1234"), None);
+        assert_eq!(fixes("0.5"), None);
+        assert_eq!(release_with(&[]), Some("0.5.19"));
+        assert_eq!(release_with(&Fix::ALL), Some("0.5.23"));
+        assert_eq!(release_with(&[Fix::RetireUnadmittedReject]), None);
+        assert_eq!(
+            release_with(&[Fix::KvChecksum, Fix::RetireAbortedPrefillResult]),
+            Some("0.5.20")
+        );
     }
 }
 

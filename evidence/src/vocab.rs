@@ -113,6 +113,7 @@ vocabulary!(Provenance, "provenance", [
     UpstreamTest => "upstream-test",
     UpstreamThread => "upstream-thread",
     UpstreamCode => "upstream-code",
+    UpstreamRun => "upstream-run",
     ModelAssumption => "model-assumption",
 ]);
 vocabulary!(Worker, "worker", [

@@ -506,6 +506,7 @@ pub async fn mount_to(
         receipt_sha256: String::new(),
         catalog_sha256: String::new(),
         public_key,
+        upstream_doors: Vec::new(),
     };
     let _ = element.class_list().add_2("kvw-embed", "kvw-ready");
     // Arrow keys step the replay while it (or anything inside it) has focus.

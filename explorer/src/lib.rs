@@ -49,6 +49,8 @@ pub mod sample;
 pub mod scenario_page;
 #[cfg(feature = "ssr")]
 pub mod site;
+#[cfg(feature = "ssr")]
+pub mod upstream_run_page;
 
 #[cfg(feature = "hydrate")]
 pub mod browser;

@@ -38,6 +38,25 @@ pub struct PageData {
     pub catalog_sha256: String,
     /// The bundle's `kvw.pub.json`.
     pub public_key: String,
+    /// What real SGLang releases did at the doors of steps 2 and 5, from
+    /// the bundle's upstream-run receipts (none when it carries none).
+    #[serde(default)]
+    pub upstream_doors: Vec<UpstreamDoor>,
+}
+
+/// One real release's decision at one of the incident's doors, as an
+/// upstream-run receipt of the bundle records it
+/// ([`kvw_evidence::upstream_run::DOOR_CASES`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamDoor {
+    /// The replay step the door belongs to (2 or 5).
+    pub step: u8,
+    /// The SGLang release, e.g. `0.5.19`.
+    pub release: String,
+    /// What the released code decided: `admit`, `retire` or `refuse`.
+    pub door: String,
+    /// Stem of the upstream-run receipt that records it.
+    pub stem: String,
 }
 
 /// File name of the site's catalog, at the site root.

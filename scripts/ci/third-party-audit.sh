@@ -52,7 +52,7 @@ python3 - "$findings" <<'PY'
 import json, sys
 gates = [g for g in map(json.loads, open(sys.argv[1])) if "gate" in g]
 names = [g["gate"] for g in gates]
-assert names == ["capacity", "isolation", "status", "prefix-cache"], names
+assert names == ["version", "capacity", "admission", "isolation", "lifetime", "status", "prefix-cache"], names
 for g in gates:
     assert g["result"] in ("pass", "fail", "inconclusive"), g
     assert g["requests"] > 0 or g["gate"] == "capacity", g

@@ -8,8 +8,9 @@
 #   - without --cache-salt the audit exits 1 and the prefix-cache gate fails;
 #   - with --cache-salt no gate fails (exit 0, or 1 with only inconclusive
 #     gates, each with its reason);
-# and in both runs the capacity, isolation and status gates pass or are
-# inconclusive: an audit that accuses this server of anything else is wrong.
+# and in both runs every other gate (version, capacity, admission,
+# isolation, lifetime, status) passes or is inconclusive with its reason: an
+# audit that accuses this server of anything else is wrong.
 # Prints the findings table of each run and the install, start and audit
 # times.
 #
@@ -114,7 +115,7 @@ for run in ("no-salt", "salt"):
     rc = int(open(f"{out}/{run}.rc").read())
     gates = [g for g in map(json.loads, open(f"{out}/{run}.jsonl")) if "gate" in g]
     names = [g["gate"] for g in gates]
-    assert names == ["capacity", "isolation", "status", "prefix-cache"], names
+    assert names == ["version", "capacity", "admission", "isolation", "lifetime", "status", "prefix-cache"], names
     print(f"\nvLLM 0.32.0 on CPU, {'with' if run == 'salt' else 'without'} --cache-salt (kvw audit exit {rc}):")
     print(f"  {'gate':<13} {'result':<12} reason")
     for g in gates:

@@ -1,6 +1,13 @@
 //! The OpenAI-compatible endpoint: `/v1/models`, `/v1/completions`,
 //! `/v1/chat/completions` (plain and SSE streaming), SGLang's
-//! `/get_server_info`, vLLM's `/tokenize`, and `/healthz`.
+//! `/get_server_info`, `/version`, vLLM's `/tokenize`, and `/healthz`.
+//!
+//! **model-assumption `declared-release`**: the endpoint declares, as its
+//! `version`, the SGLang release whose upstream changes are exactly the
+//! cluster's upstream fixes (`--fixes none` declares 0.5.19, `--fixes all`
+//! the newest release of the table), from the one release table
+//! ([`kvw_evidence::upstream_run::release_with`]); a set no release carries
+//! (#38935 without #36988) declares none. `kvw_version` says what it is.
 //!
 //! The bearer key names the tenant ([`crate::tenant_keys`]). Every refusal uses the
 //! OpenAI error shape ([`crate::api_error`]); the body is parsed by hand so
@@ -81,6 +88,7 @@ pub fn router(state: Arc<OpenAi>) -> Router {
     Router::new()
         .route("/v1/models", get(models))
         .route("/get_server_info", get(server_info))
+        .route("/version", get(version))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/tokenize", post(tokenize))
@@ -127,6 +135,8 @@ async fn server_info(State(s): State<Arc<OpenAi>>, headers: HeaderMap) -> Respon
     }
     let shape = &s.service.shape;
     Json(json!({
+        "version": declared_release(&s.service.shape.fixes),
+        "kvw_version": env!("CARGO_PKG_VERSION"),
         "model_path": s.model,
         "context_length": shape.context_len,
         "max_total_num_tokens": shape.prefill_pool_tokens,
@@ -136,6 +146,28 @@ async fn server_info(State(s): State<Arc<OpenAi>>, headers: HeaderMap) -> Respon
         "prefix_cache": shape.prefix_cache.name(),
     }))
     .into_response()
+}
+
+/// The SGLang release the cluster's upstream fixes are (model-assumption
+/// `declared-release`).
+fn declared_release(fixes: &[kvw_evidence::Fix]) -> Option<&'static str> {
+    kvw_evidence::upstream_run::release_with(fixes)
+}
+
+/// `GET /version` (SGLang's and vLLM's shape): `{"version"}`, or 404 when
+/// the cluster's fixes are no release's.
+async fn version(State(s): State<Arc<OpenAi>>, headers: HeaderMap) -> Response {
+    if let Err(e) = tenant(&s, &headers) {
+        return e.into_response();
+    }
+    match declared_release(&s.service.shape.fixes) {
+        Some(v) => Json(json!({"version": v})).into_response(),
+        None => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this cluster's fixes are no SGLang release's; it declares no version",
+        )
+        .into_response(),
+    }
 }
 
 /// What a completion request asked for, once validated.

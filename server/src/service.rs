@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use kvw_engine::live::{LiveAnswer, LiveConfig, LiveEngine, PrefixCacheMode, Submit};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kvw_engine::live::{LateWrite, LiveAnswer, LiveConfig, LiveEngine, PrefixCacheMode, Submit};
 use kvw_evidence::{Fix, PoisonMode, Scale};
 
 /// The live cluster's shape, as `kvw serve --openai` flags set it.
@@ -23,6 +25,8 @@ pub struct ClusterShape {
     pub early_reject: bool,
     /// Real microseconds per virtual microsecond of the cluster's clock.
     pub clock_scale: u64,
+    /// The transfer fault of SGLang #24527 (`--late-write-ms`), if any.
+    pub late_write: Option<LateWrite>,
 }
 
 impl Default for ClusterShape {
@@ -40,6 +44,7 @@ impl Default for ClusterShape {
             waiting_timeout_s: 1,
             early_reject: true,
             clock_scale: 2,
+            late_write: None,
         }
     }
 }
@@ -48,6 +53,25 @@ impl Default for ClusterShape {
 pub struct EngineService {
     engine: LiveEngine,
     pub shape: ClusterShape,
+    next_handle: AtomicU64,
+}
+
+/// Aborts its request in the cluster when dropped armed: the handler's
+/// future is dropped when the client's connection closes (or the request
+/// timed out), and the cluster must hear of it as upstream's
+/// `abort_request` does.
+struct AbortOnDrop<'a> {
+    engine: &'a LiveEngine,
+    handle: u64,
+    armed: bool,
+}
+
+impl Drop for AbortOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.engine.abort(self.handle);
+        }
+    }
 }
 
 /// Why a completion got no answer.
@@ -79,11 +103,17 @@ impl EngineService {
             cache_blocks: 8192,
             early_reject: shape.early_reject,
             clock_scale: shape.clock_scale,
+            late_write: shape.late_write,
         });
-        Ok(EngineService { engine, shape })
+        Ok(EngineService {
+            engine,
+            shape,
+            next_handle: AtomicU64::new(1),
+        })
     }
 
-    /// Run one completion through the cluster.
+    /// Run one completion through the cluster; dropping the future before
+    /// it is answered (a client gone) aborts the request in the cluster.
     pub async fn complete(
         &self,
         tenant: &str,
@@ -93,6 +123,7 @@ impl EngineService {
         deadline: Duration,
     ) -> Result<LiveAnswer, ServiceError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
         self.engine
             .submit(Submit {
                 tenant: tenant.to_string(),
@@ -102,10 +133,19 @@ impl EngineService {
                 reply: Box::new(move |a| {
                     let _ = tx.send(a);
                 }),
+                handle: Some(handle),
             })
             .map_err(|_| ServiceError::Stopped)?;
+        let mut guard = AbortOnDrop {
+            engine: &self.engine,
+            handle,
+            armed: true,
+        };
         match tokio::time::timeout(deadline, rx).await {
-            Ok(Ok(a)) => Ok(a),
+            Ok(Ok(a)) => {
+                guard.armed = false;
+                Ok(a)
+            }
             Ok(Err(_)) => Err(ServiceError::Stopped),
             Err(_) => Err(ServiceError::TimedOut),
         }

@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
+import { createServer, get as httpGet } from "node:http";
 import { chromium } from "playwright-core";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -347,6 +348,37 @@ test("readable at 360 px wide, with and without JavaScript", async () => {
   }
 });
 
+test("steps 2 and 5 say what the real SGLang releases did, each linked to its verified receipt", async () => {
+  const page = await newPage();
+  await page.goto(base + "index.html#step-2");
+  await ready(page);
+  const doors = {};
+  for (const n of [2, 5]) {
+    await page.goto(base + `index.html#step-${n}`);
+    await ready(page);
+    const items = page.locator(`#step-${n} .upstream-doors li`);
+    const count = await items.count();
+    assert.ok(count >= 2, `step ${n}: ${count} releases`);
+    doors[n] = await items.evaluateAll((els) => els.map((e) => [e.dataset.release, e.dataset.door, e.querySelector("a").getAttribute("href")]));
+    console.log(`step ${n}: ${doors[n].map(([r, d]) => `SGLang ${r} ${d}`).join("; ")}`);
+  }
+  // The record: before PR #38935 both doors admit the over-long request,
+  // from 0.5.21 on both retire it.
+  for (const n of [2, 5]) {
+    const by = Object.fromEntries(doors[n].map(([r, d]) => [r, d]));
+    assert.equal(by["0.5.19"], "admit", `step ${n}`);
+    assert.equal(by["0.5.21"], "retire", `step ${n}`);
+  }
+  // Each link opens the receipt's page, which the browser verifies too.
+  const [, , href] = doors[2][0];
+  await page.goto(new URL(href, base + "index.html").href);
+  await page.waitForSelector("article.ur");
+  const stem = await page.getAttribute("article.ur", "data-receipt");
+  await page.waitForSelector(`[id="kvw-trust-${stem}"][data-kvw-verdict="ok"]`, { timeout: 20_000 });
+  assert.ok(await page.locator(".ur-fields tbody tr").count() >= 3);
+  await shot(page, "upstream-run-page");
+});
+
 async function firstStem() {
   return defaultStem(site);
 }
@@ -550,6 +582,68 @@ test("hydration does not shift the layout on an emulated slow 4G link", async ()
     assert.ok(await page.locator("#kvw-trust.ok").isVisible(), "the wasm verifier agreed");
     console.log(`slow 4G ${w}×${h}: CLS ${cls.toFixed(4)}, verified badge (WebCrypto) at ${badge} ms after navigation, wasm verifier at ${wasm} ms, ${bytes} bytes over the wire (target CLS < 0.1, badge ≤ 1500 ms, ≤ 350 KB)`);
     assert.ok(cls < 0.1, `CLS ${cls}`);
+  }
+});
+
+/**
+ * A real HTTP server in front of `kvw serve` that holds every page back at
+ * `marker` for `stallMs`: the browser paints what it has parsed so far, and
+ * whatever the rest of the page then moves counts as layout shift. It asks
+ * `kvw serve` for uncompressed bytes so the split falls on the HTML itself,
+ * and passes the status and headers (the CSP among them) through.
+ */
+function stallingProxy(upstream, marker, stallMs) {
+  const held = [];
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, upstream);
+    httpGet(url, { headers: { "accept-encoding": "identity" } }, (up) => {
+      const chunks = [];
+      up.on("data", (c) => chunks.push(c));
+      up.on("end", () => {
+        const body = Buffer.concat(chunks);
+        res.writeHead(up.statusCode, up.headers);
+        const cut = url.pathname.endsWith(".html") ? body.indexOf(marker) : -1;
+        if (cut < 0) return res.end(body);
+        held.push(url.pathname);
+        res.write(body.subarray(0, cut));
+        setTimeout(() => res.end(body.subarray(cut)), stallMs);
+      });
+    }).on("error", (e) => { res.writeHead(502); res.end(String(e)); });
+  });
+  return new Promise((ok) => server.listen(0, "127.0.0.1", () =>
+    ok({ server, held, url: `http://127.0.0.1:${server.address().port}/` })));
+}
+
+test("a page painted before its side column arrives does not move when the column lands", async () => {
+  // The side column (verdict, switches) is the last thing a replay page
+  // sends; a slow link paints the step before it. Chrome paints a page that
+  // stalls for this long, so the check does not depend on timing luck.
+  const marker = '<div class="replay-side">';
+  assert.ok(readFileSync(join(site, "index.html"), "utf8").includes(marker), "the replay page has a side column");
+  const proxy = await stallingProxy(base, marker, 1500);
+  try {
+    for (const [w, h] of [[1280, 900], [390, 844]]) {
+      const page = await newPage({ viewport: { width: w, height: h } });
+      await page.addInitScript(() => {
+        window.__cls = 0;
+        new PerformanceObserver((list) => {
+          for (const e of list.getEntries()) if (!e.hadRecentInput) window.__cls += e.value;
+        }).observe({ type: "layout-shift", buffered: true });
+      });
+      await page.goto(proxy.url + "index.html", { waitUntil: "commit" });
+      // The first part is on screen while the rest is held back.
+      await page.waitForSelector("section.step", { timeout: 10_000 });
+      const early = await page.evaluate(() => Boolean(document.querySelector(".replay-side")));
+      await page.waitForSelector('html[data-kvw-ready="1"]', { timeout: 30_000 });
+      await page.waitForTimeout(300);
+      const cls = await page.evaluate(() => window.__cls);
+      console.log(`stalled at the side column, ${w}×${h}: CLS ${cls.toFixed(4)} (side column parsed before the stall ended: ${early})`);
+      assert.equal(early, false, "the step was parsed while the side column was held back");
+      assert.ok(cls < 0.1, `CLS ${cls} at ${w}×${h}`);
+    }
+    assert.ok(proxy.held.includes("/index.html"), `held back: ${proxy.held.join(", ")}`);
+  } finally {
+    proxy.server.close();
   }
 });
 

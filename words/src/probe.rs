@@ -58,6 +58,7 @@ pub fn provenance_label(p: Provenance, lang: Lang) -> &'static str {
         Provenance::UpstreamTest => lang.pick("upstream test", "test upstream"),
         Provenance::UpstreamThread => lang.pick("upstream thread", "discussione upstream"),
         Provenance::UpstreamCode => lang.pick("upstream code", "codice upstream"),
+        Provenance::UpstreamRun => lang.pick("upstream run", "esecuzione upstream"),
         Provenance::ModelAssumption => lang.pick("model assumption", "ipotesi del modello"),
     }
 }
@@ -66,7 +67,8 @@ pub fn provenance_label(p: Provenance, lang: Lang) -> &'static str {
 fn strength(p: Provenance) -> u8 {
     match p {
         Provenance::Disclosed => 4,
-        Provenance::UpstreamTest => 3,
+        // The released code itself, run: as strong as an upstream test.
+        Provenance::UpstreamRun | Provenance::UpstreamTest => 3,
         Provenance::UpstreamCode => 2,
         Provenance::UpstreamThread => 1,
         Provenance::ModelAssumption => 0,

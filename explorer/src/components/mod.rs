@@ -20,6 +20,7 @@ pub mod step;
 pub mod switches;
 pub mod timeline;
 pub mod trust_banner;
+pub mod upstream_doors;
 pub mod verdict;
 
 use leptos::prelude::*;

@@ -31,6 +31,14 @@ pub fn describe(p: Provenance, lang: Lang) -> (&'static str, &'static str, &'sta
             lang.pick("Upstream PR or issue", "PR o issue upstream"),
             "upstream-thread",
         ),
+        Provenance::UpstreamRun => (
+            "▶",
+            lang.pick(
+                "Real upstream release, run",
+                "Release upstream reale, eseguita",
+            ),
+            "upstream-run",
+        ),
         Provenance::ModelAssumption => (
             "?",
             lang.pick("Model assumption", "Ipotesi del modello"),

@@ -104,15 +104,21 @@ fn ReplayBody(predicate: Arc<ProbePredicate>, lang: Lang) -> impl IntoView {
         .collect_view();
     // The step comes first so that it is on screen without scrolling; the
     // verdict and the switches sit beside it on wide screens, below on phones.
+    // The two columns belong to `.replay-body` from its opening tag, so a
+    // page that arrives slowly and is painted before the side column has
+    // been parsed already gives the step its final width: nothing reflows
+    // when the side column lands.
     view! {
-        <div class="replay-main">
-            <StepNav names=names lang=lang/>
-            <Stepper lang=lang/>
-            <div class="steps">{steps}</div>
-        </div>
-        <div class="replay-side">
-            <VerdictPanel predicate=predicate.clone() lang=lang/>
-            <Switches lang=lang/>
+        <div class="replay-body">
+            <div class="replay-main">
+                <StepNav names=names lang=lang/>
+                <Stepper lang=lang/>
+                <div class="steps">{steps}</div>
+            </div>
+            <div class="replay-side">
+                <VerdictPanel predicate=predicate.clone() lang=lang/>
+                <Switches lang=lang/>
+            </div>
         </div>
     }
 }

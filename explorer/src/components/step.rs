@@ -13,6 +13,7 @@ use super::provenance::ProvenanceBadge;
 use super::response::ResponseView;
 use super::sources::SourceLinks;
 use super::state::StateTable;
+use super::upstream_doors::UpstreamDoors;
 use super::ReplayCtx;
 use crate::i18n::Lang;
 
@@ -116,6 +117,7 @@ pub fn StepView(run: Arc<ProbePredicate>, index: usize, cx: StepContext) -> impl
             {state}
             {pages}
             {response}
+            <UpstreamDoors step=n lang=lang/>
             {narrative}
             <SourceLinks sources=step.sources.clone() engine_base=engine_base engine_commit=engine_commit lang=lang/>
             <Events events=events lang=lang/>

@@ -31,12 +31,13 @@ fn result_links(bundle: &LoadedBundle, lang: Lang) -> Vec<(String, String)> {
             .to_string(),
         ));
     }
-    // Model checks, then randomized runs, scenarios and audits.
+    // Model checks, then randomized runs, scenarios, audits and upstream runs.
     let order = |k: &Kind| match k {
         Kind::ModelCheck(_) => Some((0, lang.pick("Model check", "Verifica del modello"))),
         Kind::Fuzz(_) => Some((1, lang.pick("Randomized runs", "Esecuzioni casuali"))),
         Kind::Scenario(_) => Some((2, "Scenario")),
         Kind::Audit(_) => Some((3, lang.pick("Endpoint audit", "Audit di un endpoint"))),
+        Kind::UpstreamRun(_) => Some((4, lang.pick("Real SGLang release", "Release SGLang reale"))),
         Kind::Probe(_) | Kind::Gates(_) => None,
     };
     let mut others: Vec<(usize, &str, &str)> = bundle

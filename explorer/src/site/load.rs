@@ -21,6 +21,7 @@ use kvw_evidence::scenario::{
     SCENARIO_PREDICATE_TYPE,
 };
 use kvw_evidence::signing::PUBLIC_KEY_FILE;
+use kvw_evidence::upstream_run::{UpstreamRunPredicate, UPSTREAM_RUN_PREDICATE_TYPE};
 use kvw_evidence::PREDICATE_TYPE;
 
 use super::SiteError;
@@ -37,6 +38,7 @@ pub enum Kind {
     Gates(Box<GatesPredicate>),
     Fuzz(Box<FuzzPredicate>),
     Audit(Box<AuditPredicate>),
+    UpstreamRun(Box<UpstreamRunPredicate>),
 }
 
 impl Kind {
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Gates(_) => "gates",
             Kind::Fuzz(_) => "randomized runs",
             Kind::Audit(_) => "audit",
+            Kind::UpstreamRun(_) => "upstream run",
         }
     }
 }
@@ -150,6 +153,7 @@ fn parse(stem: &str, envelope: &[u8], statement: VerifiedStatement) -> Result<Ki
         GATES_PREDICATE_TYPE => Kind::Gates(Box::new(statement.parse().map_err(e)?)),
         FUZZ_PREDICATE_TYPE => Kind::Fuzz(Box::new(statement.parse().map_err(e)?)),
         AUDIT_PREDICATE_TYPE => Kind::Audit(Box::new(statement.parse().map_err(e)?)),
+        UPSTREAM_RUN_PREDICATE_TYPE => Kind::UpstreamRun(Box::new(statement.parse().map_err(e)?)),
         other => return Err(format!("no page for predicate type {other:?}")),
     })
 }

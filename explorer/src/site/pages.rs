@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 
 use kvw_evidence::canonical::sha256_hex;
 use kvw_evidence::scenario::ScenarioPredicate;
+use kvw_evidence::upstream_run::DOOR_CASES;
 use leptos::prelude::*;
 
 use super::document::{render_compare_page, render_replay_page};
@@ -33,8 +34,9 @@ use crate::i18n::Lang;
 use crate::limits::truncation_line;
 use crate::markdown;
 use crate::model_check_page::ModelCheckView;
-use crate::page_data::{CatalogEntry, PageData, Shown, CATALOG_FILE};
+use crate::page_data::{CatalogEntry, PageData, Shown, UpstreamDoor, CATALOG_FILE};
 use crate::scenario_page::ScenarioView;
+use crate::upstream_run_page::UpstreamRunView;
 
 /// Static files that ship with every site.
 const STYLE_CSS: &str = include_str!("../../../site/style.css");
@@ -82,6 +84,7 @@ pub fn render_site(
                 })
         })
         .collect::<Result<_, _>>()?;
+    let upstream_doors = upstream_doors(bundle);
     let page_data = |lang: Lang, stem: &str, narratives: Vec<String>, sha256: String| PageData {
         lang,
         root: "../".to_string(),
@@ -91,6 +94,7 @@ pub fn render_site(
         receipt_sha256: sha256,
         catalog_sha256: catalog_sha256.clone(),
         public_key: bundle.public_key.clone(),
+        upstream_doors: upstream_doors.clone(),
     };
 
     // Probe runs: a replay per language, the entry page, the receipt.
@@ -272,6 +276,29 @@ fn render_results(
     Ok((pages, notes))
 }
 
+/// What the real releases did at the incident's doors, from the bundle's
+/// upstream-run receipts of [`DOOR_CASES`], by step and then release.
+fn upstream_doors(bundle: &LoadedBundle) -> Vec<UpstreamDoor> {
+    let mut doors: Vec<UpstreamDoor> = bundle
+        .receipts
+        .iter()
+        .filter_map(|l| {
+            let Kind::UpstreamRun(p) = &l.kind else {
+                return None;
+            };
+            let (step, _) = DOOR_CASES.iter().find(|(_, case)| *case == p.case)?;
+            Some(UpstreamDoor {
+                step: *step,
+                release: p.release.clone(),
+                door: p.upstream.get("door")?.as_str()?.to_string(),
+                stem: l.stem.clone(),
+            })
+        })
+        .collect();
+    doors.sort_by(|a, b| (a.step, &a.release).cmp(&(b.step, &b.release)));
+    doors
+}
+
 /// What the build tells its reader about the page of receipt `l`: drawn
 /// within the page limits, an address shown as text.
 fn notes_on(l: &Loaded) -> Vec<String> {
@@ -286,6 +313,7 @@ fn notes_on(l: &Loaded) -> Vec<String> {
             .map_or((0, Some(0)), |c| (c.events.len(), Some(c.pages.len()))),
         Kind::ModelCheck(p) => (p.counterexample.as_ref().map_or(0, |c| c.steps.len()), None),
         Kind::Audit(p) => (p.exchanges.len(), None),
+        Kind::UpstreamRun(p) => (p.fields.len(), None),
     };
     if let Some(cut) = truncation_line(steps, pictures) {
         notes.push(format!("{file}: {cut}"));
@@ -347,6 +375,13 @@ fn result_body(
             let predicate = (**p).clone();
             let body = html(move || view! { <AuditView stem=s predicate=predicate lang=lang/> });
             (format!("{stem} — audit"), body)
+        }
+        Kind::UpstreamRun(p) => {
+            let predicate = (**p).clone();
+            let title = format!("SGLang {} — {}", p.release, p.case);
+            let body =
+                html(move || view! { <UpstreamRunView stem=s predicate=predicate lang=lang/> });
+            (title, body)
         }
         Kind::Probe(_) | Kind::Gates(_) => return None,
     })

@@ -1,12 +1,18 @@
-//! Gate `capacity`: a prompt within the context but beyond the KV pool must
-//! get a clear 4xx, never 200.
+//! Gate `capacity` (the pool / context gate): the pool and context the
+//! server declares, the incident's precondition (a KV pool smaller than the
+//! context) reported as such, and a prompt within the context but beyond
+//! the pool, which must get a clear 4xx, never 200.
 //!
 //! This is the incident's trigger: SGLang accepted a context larger than its
 //! prefill pool, rejected the over-pool prompt too late, and answered 200
-//! with another tenant's KV. A server whose pool holds the whole context
-//! cannot be put in that state; one whose pool is unknown is inconclusive.
-//! The prompt is sized in the server's tokens ([`super::tokens`]); a
-//! non-4xx answer to a prompt whose size was only assumed decides nothing.
+//! with another tenant's KV. The pool and context come from discovery
+//! (SGLang's `/get_server_info` `max_total_num_tokens` and
+//! `context_length`, vLLM's `/metrics` `vllm:cache_config_info` and
+//! `max_model_len`, or the flags). A server whose pool holds the whole
+//! context lacks the precondition and cannot be put in that state; one
+//! whose pool is unknown is inconclusive. The prompt is sized in the
+//! server's tokens ([`super::tokens`]); a non-4xx answer to a prompt whose
+//! size was only assumed decides nothing.
 
 use kvw_evidence::audit::GateResult;
 use serde_json::json;
@@ -16,6 +22,12 @@ use super::{prompts, Audit, AuditError, GateOutcome};
 
 /// Tokens of headroom kept below the context for the completion.
 const MARGIN: u64 = 16;
+
+/// The incident's precondition: a KV pool smaller than the context; `None`
+/// when either is unknown.
+pub fn precondition(pool: Option<u64>, context: Option<u64>) -> Option<bool> {
+    Some(pool? < context?)
+}
 
 /// The prompt length (tokens) the gate sends: past the pool, inside the context.
 pub fn over_pool_tokens(pool: u64, context: u64, max_tokens: u32) -> Option<u64> {
@@ -28,6 +40,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let facts = json!({
         "pool_tokens": f.pool_tokens, "pool_source": f.pool_source,
         "context_len": f.context_len, "context_source": f.context_source,
+        "precondition": precondition(f.pool_tokens, f.context_len),
     });
     let (Some(pool), Some(context)) = (f.pool_tokens, f.context_len) else {
         return Ok(GateOutcome {
@@ -42,9 +55,14 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         });
     };
     let Some(tokens) = over_pool_tokens(pool, context, a.opts.max_tokens) else {
+        let reason = if pool >= context {
+            format!("the KV pool ({pool} tokens) holds the whole context ({context} tokens): the incident's precondition (pool < context) is absent, and no prompt fits the context and exceeds the pool")
+        } else {
+            format!("the incident's precondition holds (pool {pool} < context {context} tokens), but no prompt with --max-tokens {} of room fits between them", a.opts.max_tokens)
+        };
         return Ok(GateOutcome {
             result: GateResult::Pass,
-            reason: format!("the KV pool ({pool} tokens) holds the whole context ({context} tokens): no prompt fits the context and exceeds the pool"),
+            reason,
             evidence: facts,
             prompts: vec![],
             exchanges: vec![],
@@ -76,7 +94,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         (400..=499, _) => (
             GateResult::Pass,
             format!(
-                "a {}-token prompt (pool {pool}, context {context}) was refused with {}",
+                "the incident's precondition holds (pool {pool} < context {context} tokens); a {}-token prompt within the context and past the pool was refused with {}",
                 size.unwrap_or(tokens),
                 r.status
             ),
@@ -93,7 +111,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         ),
         (200, Some(n)) => (
             GateResult::Fail,
-            format!("a {n}-token prompt beyond the {pool}-token pool answered 200"),
+            format!("the incident's precondition holds (pool {pool} < context {context} tokens) and a {n}-token prompt beyond the pool answered 200"),
         ),
         (0, Some(n)) => (
             GateResult::Fail,

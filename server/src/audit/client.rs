@@ -61,6 +61,18 @@ pub struct Tenant {
     pub key: String,
 }
 
+/// How the audit walks away from a request it sends (the lifetime gate): it
+/// drops the connection, as a client that gives up does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abandon {
+    /// This long after sending, whatever has arrived (mid-prefill for a
+    /// long prompt).
+    After(Duration),
+    /// Once the first bytes of the body have arrived (mid-stream), or after
+    /// the duration if none has.
+    FirstBytes(Duration),
+}
+
 /// A response.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -248,6 +260,40 @@ impl Client {
         body: Option<&[u8]>,
         alone: bool,
     ) -> Result<Reply, AuditError> {
+        self.exchange(tenant, method, path, body, alone, None).await
+    }
+
+    /// POST `body` to `path` and drop the connection as `abandon` says; the
+    /// reply holds what arrived and is never [`Reply::complete`] unless the
+    /// whole answer came first.
+    pub async fn abandon(
+        &self,
+        tenant: &Tenant,
+        path: &str,
+        body: &serde_json::Value,
+        abandon: Abandon,
+    ) -> Result<Reply, AuditError> {
+        let bytes = body.to_string().into_bytes();
+        self.exchange(
+            tenant,
+            Method::POST,
+            path,
+            Some(&bytes),
+            true,
+            Some(abandon),
+        )
+        .await
+    }
+
+    async fn exchange(
+        &self,
+        tenant: &Tenant,
+        method: Method,
+        path: &str,
+        body: Option<&[u8]>,
+        alone: bool,
+        abandon: Option<Abandon>,
+    ) -> Result<Reply, AuditError> {
         if self.started.elapsed() > self.limits.max_time {
             return Err(self.out_of_time());
         }
@@ -272,6 +318,13 @@ impl Client {
         };
         let t0 = Instant::now();
         let until = (tokio::time::Instant::now() + self.limits.request_timeout).min(self.deadline);
+        // When the audit walks away, if it does.
+        let walk = match abandon {
+            Some(Abandon::After(d) | Abandon::FirstBytes(d)) => {
+                (tokio::time::Instant::now() + d).min(until)
+            }
+            None => until,
+        };
         let url = format!("{}{}{}", self.origin, self.prefix, path);
         let request = Request::builder()
             .method(method.clone())
@@ -308,7 +361,7 @@ impl Client {
                 exchange: exchange(0, &why, 0, us, us),
             }
         };
-        let response = match tokio::time::timeout_at(until, self.http.request(request)).await {
+        let response = match tokio::time::timeout_at(walk, self.http.request(request)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) if self.tolerant.load(Ordering::Relaxed) => {
                 // Mid-audit, a reset is the server's answer: record it.
@@ -326,6 +379,12 @@ impl Client {
             Err(_) if tokio::time::Instant::now() >= self.deadline => {
                 return Err(self.out_of_time())
             }
+            Err(_) if abandon.is_some() && walk < until => {
+                let ms = t0.elapsed().as_millis();
+                return Ok(no_response(format!(
+                    "(abandoned by the audit after {ms} ms, before any response)"
+                )));
+            }
             Err(_) => return Ok(no_response("(no answer within the request timeout)".into())),
         };
         let first = t0.elapsed().as_micros() as u64;
@@ -341,7 +400,11 @@ impl Client {
                 })
                 .unwrap_or_else(|| "(no Location)".into())
             });
-        let read = read_capped(response.into_body(), until).await;
+        let read = match abandon {
+            None => read_capped(response.into_body(), until, false).await,
+            Some(Abandon::After(_)) => read_capped(response.into_body(), walk, false).await,
+            Some(Abandon::FirstBytes(_)) => read_capped(response.into_body(), walk, true).await,
+        };
         let total = t0.elapsed().as_micros() as u64;
         let body = self.mask(&String::from_utf8_lossy(&read.bytes));
         let mut recorded = body.clone();
@@ -389,8 +452,12 @@ struct Read {
 }
 
 /// Read `body` frame by frame until its end, [`bounds::MAX_RESPONSE_BYTES`]
-/// or `until`, keeping what arrived.
-async fn read_capped(mut body: hyper::body::Incoming, until: tokio::time::Instant) -> Read {
+/// or `until` (or its first data when `first_only`), keeping what arrived.
+async fn read_capped(
+    mut body: hyper::body::Incoming,
+    until: tokio::time::Instant,
+    first_only: bool,
+) -> Read {
     let mut bytes = Vec::new();
     loop {
         let frame = match tokio::time::timeout_at(until, body.frame()).await {
@@ -421,6 +488,12 @@ async fn read_capped(mut body: hyper::body::Incoming, until: tokio::time::Instan
             };
         }
         bytes.extend_from_slice(&data);
+        if first_only && !bytes.is_empty() {
+            return Read {
+                bytes,
+                cut: Some("abandoned by the audit after its first bytes"),
+            };
+        }
     }
 }
 

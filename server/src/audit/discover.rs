@@ -137,7 +137,8 @@ fn belief(value: Option<u64>, source: String) -> (Option<u64>, String) {
     }
 }
 
-/// vLLM's KV pool from its Prometheus text: `num_gpu_blocks` × `block_size`.
+/// vLLM's KV pool from its Prometheus text: the `kv_cache_size_tokens`
+/// label where the release has it, else `num_gpu_blocks` × `block_size`.
 fn vllm_pool(text: &str) -> Option<u64> {
     let line = text
         .lines()
@@ -146,6 +147,9 @@ fn vllm_pool(text: &str) -> Option<u64> {
         let at = line.find(&format!("{name}=\""))? + name.len() + 2;
         line[at..].split('"').next()?.parse().ok()
     };
+    if let Some(tokens) = label("kv_cache_size_tokens") {
+        return Some(tokens);
+    }
     // An overflowing product is as absurd as a huge one: saturate, and let
     // the bound refuse it.
     Some(label("num_gpu_blocks")?.saturating_mul(label("block_size")?))
@@ -158,6 +162,8 @@ mod tests {
         let text = "# HELP x\nvllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",num_gpu_blocks=\"2048\"} 1.0\n";
         assert_eq!(super::vllm_pool(text), Some(32768));
         assert_eq!(super::vllm_pool("nothing"), None);
+        let sized = "vllm:cache_config_info{block_size=\"16\",kv_cache_size_tokens=\"5000\",num_gpu_blocks=\"2048\"} 1.0\n";
+        assert_eq!(super::vllm_pool(sized), Some(5000));
         let huge = "vllm:cache_config_info{block_size=\"18446744073709551615\",num_gpu_blocks=\"2\"} 1.0\n";
         assert_eq!(super::vllm_pool(huge), Some(u64::MAX));
     }

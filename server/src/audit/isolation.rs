@@ -150,12 +150,17 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         ),
         None if !unanswered.is_empty() => (
             GateResult::Inconclusive,
-            format!(
-                "no canary crossed tenants in what arrived, but {} of {} answers did not arrive in full (first: exchange {})",
-                unanswered.len(),
-                exchanges.len(),
-                unanswered[0]
-            ),
+            match super::silence(&exchanges) {
+                Some(silent) => format!(
+                    "no canary crossed tenants in what arrived, but {silent}"
+                ),
+                None => format!(
+                    "no canary crossed tenants in what arrived, but {} of {} answers did not arrive in full (first: exchange {})",
+                    unanswered.len(),
+                    exchanges.len(),
+                    unanswered[0]
+                ),
+            },
         ),
         None => (
             GateResult::Pass,

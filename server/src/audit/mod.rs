@@ -3,16 +3,18 @@
 //!
 //! The audit discovers what it can ([`discover`]), says what it will send
 //! ([`plan`]), calibrates its prompt sizes against the server's own token
-//! counts ([`tokens`]), then runs [`capacity`],
-//! [`isolation`], [`status`] and [`prefix_cache`] in that order. Each gate
+//! counts ([`tokens`]), then runs [`version`], [`capacity`], [`admission`],
+//! [`isolation`], [`lifetime`], [`status`] and [`prefix_cache`] in that order. Each gate
 //! returns a [`GateReport`] whose predicate ([`kvw_evidence::audit`]) quotes
 //! every exchange it relied on; the caller signs and prints them.
 
+pub mod admission;
 pub mod bounds;
 pub mod capacity;
 pub mod client;
 pub mod discover;
 pub mod isolation;
+pub mod lifetime;
 pub mod plan;
 pub mod prefix_cache;
 pub mod prompts;
@@ -20,6 +22,7 @@ pub mod stats;
 pub mod status;
 pub mod tls;
 pub mod tokens;
+pub mod version;
 
 use std::time::Duration;
 
@@ -58,6 +61,8 @@ pub struct AuditOptions {
     /// Send a per-tenant `cache_salt` with every request.
     pub cache_salt: bool,
     pub gates: Vec<String>,
+    /// Longest a refusal may take (`--refusal-bound`).
+    pub refusal_bound: Duration,
     /// PEM certificates an https endpoint's certificate must chain to
     /// (instead of the public roots).
     pub cacert: Option<std::path::PathBuf>,
@@ -85,6 +90,7 @@ impl AuditOptions {
                 .iter()
                 .map(|g| g.to_string())
                 .collect(),
+            refusal_bound: admission::DEFAULT_REFUSAL_BOUND,
             cacert: None,
             limits: Limits {
                 max_requests: 1000,
@@ -168,6 +174,36 @@ impl Audit {
     }
 }
 
+/// The first exchange that got no response, in words: which request, after
+/// how many answered ones and how long, and what the client saw. A server
+/// that dies or stops answering mid-audit is named here, never waited on
+/// past the request timeout.
+pub fn silence(exchanges: &[Exchange]) -> Option<String> {
+    let k = exchanges.iter().position(|e| e.status == 0)?;
+    let e = &exchanges[k];
+    let answered = exchanges[..k].iter().filter(|e| e.status != 0).count();
+    let silent = exchanges.iter().filter(|e| e.status == 0).count();
+    let what = format!(
+        "exchange {k} ({} {} {}, after {answered} answered exchange(s)) got no response in {} ms: {}",
+        e.tenant,
+        e.method,
+        e.path,
+        e.total_us / 1000,
+        e.response
+    );
+    Some(if exchanges[k + 1..].iter().any(|e| e.status != 0) {
+        format!(
+            "{what}; {silent} of {} got none, later ones were answered",
+            exchanges.len()
+        )
+    } else {
+        format!(
+            "the server stopped answering at {what}; none of the {} after it was answered",
+            exchanges.len() - k - 1
+        )
+    })
+}
+
 /// Number exchanges in order.
 pub fn numbered(mut ex: Vec<Exchange>) -> Vec<Exchange> {
     for (i, e) in ex.iter_mut().enumerate() {
@@ -210,7 +246,8 @@ pub async fn discover(opts: AuditOptions) -> Result<Discovery, AuditError> {
     for g in &opts.gates {
         if !kvw_evidence::audit::GATES.contains(&g.as_str()) {
             return Err(AuditError(format!(
-                "unknown gate '{g}' (capacity, isolation, status, prefix-cache)"
+                "unknown gate '{g}' ({})",
+                kvw_evidence::audit::GATES.join(", ")
             )));
         }
     }
@@ -287,8 +324,11 @@ impl Audit {
         for gate in self.opts.gates.clone() {
             self.progress.set_message(gate.clone());
             let outcome = match gate.as_str() {
+                "version" => version::run(self).await?,
                 "capacity" => capacity::run(self).await?,
+                "admission" => admission::run(self).await?,
                 "isolation" => isolation::run(self).await?,
+                "lifetime" => lifetime::run(self).await?,
                 "status" => status::run(self).await?,
                 _ => prefix_cache::run(self).await?,
             };
@@ -331,12 +371,14 @@ fn estimate(a: &Audit) -> u64 {
         .gates
         .iter()
         .map(|g| match g.as_str() {
-            "capacity" => 1,
+            "version" => version::REQUESTS,
+            "capacity" | "admission" => 1,
             "isolation" => {
                 let (normal, long) = isolation::lengths(a);
                 let w = isolation::warmers(normal, long);
                 a.opts.rounds as u64 * ((w + 1) * n * (n - 1) + 2 * n)
             }
+            "lifetime" => a.opts.rounds as u64 * lifetime::requests_per_round(),
             "status" => 4,
             _ => 3 * a.opts.pairs as u64,
         })

@@ -18,7 +18,10 @@ use kvw_evidence::audit::SizeSource;
 use serde::Serialize;
 
 use super::tokens::{Calibration, SAMPLE_CHARS};
-use super::{capacity, isolation, prefix_cache, status, AuditOptions, Discovered};
+use super::{
+    admission, capacity, isolation, lifetime, prefix_cache, status, version, AuditOptions,
+    Discovered,
+};
 
 /// One step of the plan.
 #[derive(Debug, Clone, Serialize)]
@@ -78,8 +81,16 @@ pub fn plan(f: &Facts) -> Plan {
     }
     for gate in &f.opts.gates {
         steps.push(match gate.as_str() {
+            "version" => Step {
+                step: "version".into(),
+                requests: version::REQUESTS,
+                prompt_tokens: 0,
+                note: "at most: GET /get_server_info and GET /version, no prompt".into(),
+            },
             "capacity" => capacity_step(f),
+            "admission" => admission_step(f),
             "isolation" => isolation_step(f),
+            "lifetime" => lifetime_step(f),
             "status" => status_step(f),
             _ => prefix_cache_step(f),
         });
@@ -140,6 +151,29 @@ fn capacity_step(f: &Facts) -> Step {
     }
 }
 
+fn admission_step(f: &Facts) -> Step {
+    let d = f.found;
+    let tokenize = f.calibration.and_then(|c| c.tokenize).is_some();
+    let bound = f.opts.refusal_bound.as_secs_f64();
+    let (requests, tokens, note) =
+        match admission::target(d.pool_tokens, d.context_len, f.opts.max_tokens, tokenize) {
+            Some((t, limit, what)) => (
+                1,
+                t,
+                format!(
+                    "one prompt past the {limit}-token {what}, refused within {bound} s; {RESENDS}"
+                ),
+            ),
+            None => (0, 0, "context unknown: nothing to send".into()),
+        };
+    Step {
+        step: "admission".into(),
+        requests,
+        prompt_tokens: tokens,
+        note,
+    }
+}
+
 fn isolation_step(f: &Facts) -> Step {
     let max_canary = (super::bounds::MAX_PROMPT_CHARS as f64 / f.canary_rate()).floor() as u64;
     let (normal, long) = isolation::lengths_for(f.found, f.opts.max_tokens, max_canary);
@@ -153,6 +187,25 @@ fn isolation_step(f: &Facts) -> Step {
         prompt_tokens: rounds * (pairs * (w * normal + long) + n * (normal + long)),
         note: format!(
             "{rounds} round(s) of {normal}- and {long}-token canary documents, {w} before each long one"
+        ),
+    }
+}
+
+fn lifetime_step(f: &Facts) -> Step {
+    let max_canary = (super::bounds::MAX_PROMPT_CHARS as f64 / f.canary_rate()).floor() as u64;
+    let (long, _) = isolation::lengths_for(f.found, f.opts.max_tokens, max_canary);
+    let rounds = u64::from(f.opts.rounds);
+    let trials = lifetime::TRIALS;
+    let per_round =
+        long + trials / 2 * (lifetime::SHORT_TOKENS + long) + 2 * trials * lifetime::VICTIM_TOKENS;
+    Step {
+        step: "lifetime".into(),
+        requests: rounds * lifetime::requests_per_round(),
+        prompt_tokens: rounds * per_round,
+        note: format!(
+            "{rounds} round(s): {trials} {}- and {long}-token canary documents walked away from, each beside two {}-token documents of another tenant",
+            lifetime::SHORT_TOKENS,
+            lifetime::VICTIM_TOKENS
         ),
     }
 }

@@ -155,9 +155,12 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let (result, reason) = if !failures.is_empty() {
         (GateResult::Fail, failures.join("; "))
     } else if !unanswered.is_empty() {
+        let silent = super::silence(&exchanges)
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
         (
             GateResult::Inconclusive,
-            format!("no failure, but {}", unanswered.join("; ")),
+            format!("no failure, but {}{silent}", unanswered.join("; ")),
         )
     } else {
         (
