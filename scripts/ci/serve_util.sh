@@ -1,11 +1,16 @@
 # Shared by the OpenAI interop scripts: start a server in the background on
-# 127.0.0.1 and wait until GET $2 answers.
-#   wait_http URL SECONDS
+# 127.0.0.1 and wait until GET URL answers; with PID, stop waiting as soon
+# as that process has exited.
+#   wait_http URL SECONDS [PID]
 wait_http() {
-  local url=$1 seconds=$2 i
+  local url=$1 seconds=$2 pid=${3:-} i
   for ((i = 0; i < seconds * 10; i++)); do
     if curl -fsS -o /dev/null -H "Authorization: Bearer ${KVW_WAIT_KEY:-x}" "$url" 2>/dev/null; then
       return 0
+    fi
+    if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "the server (pid $pid) exited before $url answered" >&2
+      return 1
     fi
     sleep 0.1
   done
