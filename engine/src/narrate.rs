@@ -8,6 +8,7 @@
 //! there is no second copy of the guard order here. Sentences are rendered
 //! later from the claims (by the words crate, `kvw_words::probe`).
 
+use kvw_evidence::preset::DISCLOSED_RESERVED_PAGES;
 use kvw_evidence::{
     AbortCause, Claim, DoorDecision, DoorName, Event, EventKind, Fact, Outcome, PageRange,
     PageTail, PageView, PollResult, ProbeConfig, Provenance, SourceOrigin, SourceRef, Step,
@@ -383,6 +384,21 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                 let count: u64 = pages.iter().map(|r| r.count).sum();
                 reserved = count;
                 let full = *tokens == cx.prompt_len;
+                let (provenance, basis) = match (full && rejected_at_prefill, count) {
+                    (true, DISCLOSED_RESERVED_PAGES) => (
+                        Provenance::Disclosed,
+                        "disclosure, step 1: decode reserved pages for the original length (8 in the record)",
+                    ),
+                    // The mechanism is the record's; the count is not.
+                    (true, _) => (
+                        Provenance::ModelAssumption,
+                        "disclosure, step 1: decode reserved pages for the original length; the record gives 8 pages, this count follows from the assumed context, pool and page size",
+                    ),
+                    (false, _) => (
+                        Provenance::UpstreamCode,
+                        "DecodePreallocQueue._pre_alloc reserves len(origin_input_ids)",
+                    ),
+                };
                 facts.push(fact(
                     Claim::Reserved {
                         pages: count,
@@ -390,16 +406,8 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                         page_size: cx.config.page_size,
                         previously_written: previously_written(picture(i), pages),
                     },
-                    if full && rejected_at_prefill {
-                        Provenance::Disclosed
-                    } else {
-                        Provenance::UpstreamCode
-                    },
-                    if full && rejected_at_prefill {
-                        "disclosure, step 1: decode reserved pages for the original length"
-                    } else {
-                        "DecodePreallocQueue._pre_alloc reserves len(origin_input_ids)"
-                    },
+                    provenance,
+                    basis,
                 ));
             }
             EventKind::Forward { to, pages, .. } => {
@@ -472,23 +480,32 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                 pages,
                 foreign_pages,
                 ..
-            } => facts.push(fact(
-                Claim::Attended {
-                    pages_read: *pages,
-                    positions: cx.prompt_len,
-                    foreign_pages: *foreign_pages,
-                },
-                if *foreign_pages > 0 {
-                    Provenance::Disclosed
-                } else {
-                    Provenance::UpstreamCode
-                },
-                if *foreign_pages > 0 {
-                    "disclosure, step 6: decode read every reserved page"
-                } else {
-                    "decode attends over req_to_token of the request"
-                },
-            )),
+            } => {
+                let (provenance, basis) = match (*foreign_pages > 0, *pages) {
+                    (true, DISCLOSED_RESERVED_PAGES) => (
+                        Provenance::Disclosed,
+                        "disclosure, step 6: decode read every reserved page (8 in the record)",
+                    ),
+                    // The mechanism is the record's; the count is not.
+                    (true, _) => (
+                        Provenance::ModelAssumption,
+                        "disclosure, step 6: decode read every reserved page; the record gives 8 pages, this count follows from the assumed context, pool and page size",
+                    ),
+                    (false, _) => (
+                        Provenance::UpstreamCode,
+                        "decode attends over req_to_token of the request",
+                    ),
+                };
+                facts.push(fact(
+                    Claim::Attended {
+                        pages_read: *pages,
+                        positions: cx.prompt_len,
+                        foreign_pages: *foreign_pages,
+                    },
+                    provenance,
+                    basis,
+                ))
+            }
             EventKind::TagRefused { index, page } => {
                 facts.push(fact(
                     Claim::TagRefused {

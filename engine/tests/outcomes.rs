@@ -303,6 +303,47 @@ fn pool_at_least_context_gives_the_correct_answer() {
     assert_pre_fix_leaks(&run(&valid(&base)).unwrap());
 }
 
+/// The provenance of the first fact of step `n` whose claim `is`.
+fn provenance_of(p: &ProbePredicate, n: usize, is: impl Fn(&Claim) -> bool) -> Provenance {
+    p.steps[n - 1]
+        .facts
+        .iter()
+        .find(|f| is(&f.claim))
+        .unwrap_or_else(|| panic!("step {n} has the claim"))
+        .provenance
+}
+
+#[test]
+fn only_the_recorded_page_count_is_disclosed() {
+    // The record gives 8 reserved pages, all read: the walkthrough's
+    // counts are disclosed; the incident scale's 10,646 pages of 64 tokens
+    // follow from sizes the record does not give.
+    let reserved = |c: &Claim| matches!(c, Claim::Reserved { .. });
+    let attended = |c: &Claim| matches!(c, Claim::Attended { .. });
+    let w = walk(&[]);
+    assert_eq!(provenance_of(&w, 1, reserved), Provenance::Disclosed);
+    assert_eq!(provenance_of(&w, 6, attended), Provenance::Disclosed);
+    let p = probe(Scale::Incident, &[], PoisonMode::Off);
+    let pages = p.steps[0]
+        .facts
+        .iter()
+        .find_map(|f| match f.claim {
+            Claim::Reserved { pages, .. } => Some(pages),
+            _ => None,
+        })
+        .unwrap();
+    assert!(pages > 8, "{pages}");
+    assert_eq!(provenance_of(&p, 1, reserved), Provenance::ModelAssumption);
+    assert_eq!(provenance_of(&p, 6, attended), Provenance::ModelAssumption);
+    let basis = &p.steps[0]
+        .facts
+        .iter()
+        .find(|f| reserved(&f.claim))
+        .unwrap()
+        .basis;
+    assert!(basis.contains("the record gives 8 pages"), "{basis}");
+}
+
 #[test]
 fn incident_scale_reads_a_warm_pool_of_foreign_kv() {
     let p = probe(Scale::Incident, &[], PoisonMode::Off);

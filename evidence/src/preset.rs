@@ -15,6 +15,12 @@ pub fn max_req_input_len(context_len: u64, pool_tokens: u64) -> u64 {
         .saturating_sub(5)
 }
 
+/// The one page count the record states: decode reserved eight pages and
+/// read all of them (the walkthrough's sizes reproduce it). Any other
+/// count a run shows, such as the incident scale's 10,646 pages of 64
+/// tokens, follows from sizes the record does not give.
+pub const DISCLOSED_RESERVED_PAGES: u64 = 8;
+
 /// The sizes a probe at a [`Scale`] starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Preset {
