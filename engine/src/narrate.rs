@@ -205,6 +205,23 @@ fn fact(claim: Claim, provenance: Provenance, basis: &str) -> Fact {
     }
 }
 
+/// Provenance and basis of a page count: when `disclosed` (the run follows
+/// the mechanism the record describes), the record's own count is
+/// disclosed and any other count a model assumption (the mechanism is the
+/// record's, the number comes from assumed sizes); otherwise the upstream
+/// code. `bases` are the three bases in that order.
+fn recorded_count(
+    disclosed: bool,
+    pages: u64,
+    bases: [&'static str; 3],
+) -> (Provenance, &'static str) {
+    match (disclosed, pages) {
+        (true, DISCLOSED_RESERVED_PAGES) => (Provenance::Disclosed, bases[0]),
+        (true, _) => (Provenance::ModelAssumption, bases[1]),
+        (false, _) => (Provenance::UpstreamCode, bases[2]),
+    }
+}
+
 /// Reserved pages that still held another request's bytes in `view`.
 fn previously_written(view: Option<&PageView>, reserved: &[PageRange]) -> u64 {
     let Some(view) = view else { return 0 };
@@ -384,21 +401,15 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                 let count: u64 = pages.iter().map(|r| r.count).sum();
                 reserved = count;
                 let full = *tokens == cx.prompt_len;
-                let (provenance, basis) = match (full && rejected_at_prefill, count) {
-                    (true, DISCLOSED_RESERVED_PAGES) => (
-                        Provenance::Disclosed,
+                let (provenance, basis) = recorded_count(
+                    full && rejected_at_prefill,
+                    count,
+                    [
                         "disclosure, step 1: decode reserved pages for the original length (8 in the record)",
-                    ),
-                    // The mechanism is the record's; the count is not.
-                    (true, _) => (
-                        Provenance::ModelAssumption,
                         "disclosure, step 1: decode reserved pages for the original length; the record gives 8 pages, this count follows from the assumed context, pool and page size",
-                    ),
-                    (false, _) => (
-                        Provenance::UpstreamCode,
                         "DecodePreallocQueue._pre_alloc reserves len(origin_input_ids)",
-                    ),
-                };
+                    ],
+                );
                 facts.push(fact(
                     Claim::Reserved {
                         pages: count,
@@ -481,21 +492,15 @@ pub fn steps(events: &[Event], requests: &[u32], cx: &Context) -> Vec<Step> {
                 foreign_pages,
                 ..
             } => {
-                let (provenance, basis) = match (*foreign_pages > 0, *pages) {
-                    (true, DISCLOSED_RESERVED_PAGES) => (
-                        Provenance::Disclosed,
+                let (provenance, basis) = recorded_count(
+                    *foreign_pages > 0,
+                    *pages,
+                    [
                         "disclosure, step 6: decode read every reserved page (8 in the record)",
-                    ),
-                    // The mechanism is the record's; the count is not.
-                    (true, _) => (
-                        Provenance::ModelAssumption,
                         "disclosure, step 6: decode read every reserved page; the record gives 8 pages, this count follows from the assumed context, pool and page size",
-                    ),
-                    (false, _) => (
-                        Provenance::UpstreamCode,
                         "decode attends over req_to_token of the request",
-                    ),
-                };
+                    ],
+                );
                 facts.push(fact(
                     Claim::Attended {
                         pages_read: *pages,

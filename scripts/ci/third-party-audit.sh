@@ -25,7 +25,7 @@ fi
 if ! "$venv/bin/python" -c "import llama_cpp.server, gguf, numpy" 2>/dev/null; then
   echo "installing llama-cpp-python[server] and gguf (compiles llama.cpp once)"
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
-    CMAKE_BUILD_PARALLEL_LEVEL=${KVW_BUILD_JOBS:-1} \
+    CMAKE_BUILD_PARALLEL_LEVEL=${KVW_BUILD_JOBS:-$(nproc)} \
     "$venv/bin/pip" install --quiet "llama-cpp-python[server]" gguf numpy
 fi
 

@@ -554,15 +554,20 @@ for (const [w, h] of [[1280, 900], [390, 844]]) {
   });
 }
 
+/** Sum every layout shift of `page` not caused by input into `window.__cls`. */
+async function watchLayoutShift(page) {
+  await page.addInitScript(() => {
+    window.__cls = 0;
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) if (!e.hadRecentInput) window.__cls += e.value;
+    }).observe({ type: "layout-shift", buffered: true });
+  });
+}
+
 test("hydration does not shift the layout on an emulated slow 4G link", async () => {
   for (const [w, h] of [[1280, 900], [390, 844]]) {
     const page = await newPage({ viewport: { width: w, height: h } });
-    await page.addInitScript(() => {
-      window.__cls = 0;
-      new PerformanceObserver((list) => {
-        for (const e of list.getEntries()) if (!e.hadRecentInput) window.__cls += e.value;
-      }).observe({ type: "layout-shift", buffered: true });
-    });
+    await watchLayoutShift(page);
     const cdp = await page.context().newCDPSession(page);
     await cdp.send("Network.enable");
     // Chrome DevTools' "Slow 4G" preset.
@@ -624,12 +629,7 @@ test("a page painted before its side column arrives does not move when the colum
   try {
     for (const [w, h] of [[1280, 900], [390, 844]]) {
       const page = await newPage({ viewport: { width: w, height: h } });
-      await page.addInitScript(() => {
-        window.__cls = 0;
-        new PerformanceObserver((list) => {
-          for (const e of list.getEntries()) if (!e.hadRecentInput) window.__cls += e.value;
-        }).observe({ type: "layout-shift", buffered: true });
-      });
+      await watchLayoutShift(page);
       await page.goto(proxy.url + "index.html", { waitUntil: "commit" });
       // The first part is on screen while the rest is held back.
       await page.waitForSelector("section.step", { timeout: 10_000 });
