@@ -32,7 +32,8 @@
 //!   once every posted write landed;
 //! * decode's `abort_request` calls `kv_receiver.abort()` for requests in
 //!   the prealloc and transfer queues (the next poll says `Failed`), and
-//!   records the abort with `set_finish_with_abort` for running requests;
+//!   sets `to_finish` to the abort for running requests (their input is
+//!   computed; `set_finish_with_abort`'s placeholder swap does not apply);
 //! * with deferred release (PRs #35049, #40645, #41404) pages of a room stay
 //!   allocated until its writes drained and the peer's drain ack arrived.
 //!
@@ -859,13 +860,19 @@ impl PdModel {
                         rs.dreq = Some(ModelReq::new(req));
                         rs.dstage = DStage::Prealloc;
                     }
-                    // `abort_request`: `kv_receiver.abort()` for queued requests,
-                    // `set_finish_with_abort` for running ones.
+                    // `abort_request`: `kv_receiver.abort()` for queued requests;
+                    // a running one gets `to_finish = FINISH_ABORT(...)`
+                    // directly (its input already computed, nothing swapped),
+                    // not `set_finish_with_abort`. The abort cancels nothing
+                    // already on the wire.
                     Msg::Abort(status) => match rs.dstage {
                         DStage::Prealloc | DStage::Transfer => rs.room.receiver_aborted = true,
                         DStage::Running => {
                             if let Some(req) = rs.dreq.as_mut() {
-                                req.set_finish_with_abort("Aborted by AbortReq.", status);
+                                req.to_finish = Some(FinishReason::Abort {
+                                    message: "Aborted by AbortReq.".into(),
+                                    status_code: status,
+                                });
                             }
                         }
                         DStage::None | DStage::Done => {}

@@ -192,3 +192,45 @@ fn the_fix_alone_closes_the_path_with_three_requests() {
     assert_eq!(last.reqs[0].room.posted, 1, "the short handoff");
     assert_eq!(last.reqs[0].answers, vec![200]);
 }
+
+/// Decode's `abort_request` of a running request sets `to_finish` and
+/// leaves its computed input as it is (upstream assigns `FINISH_ABORT`;
+/// `set_finish_with_abort`, which swaps in a one-token placeholder, is the
+/// admission path's), checked on every reachable state with a client abort.
+#[test]
+fn a_running_decode_request_is_aborted_through_to_finish_with_its_input_kept() {
+    let m = CheckOptions {
+        fixes: Vec::new(),
+        requests: 2,
+        faults: FaultBudget {
+            aborts: 1,
+            late_writes: 0,
+            lost_acks: 0,
+        },
+        ..CheckOptions::default()
+    }
+    .model()
+    .unwrap();
+    let mut seen = 0;
+    for s in reachable(&m) {
+        for r in &s.reqs {
+            let Some(req) = r.dreq.as_ref() else { continue };
+            let aborted = matches!(
+                &req.to_finish,
+                Some(kvw_engine::req::FinishReason::Abort { message, .. })
+                    if message == "Aborted by AbortReq."
+            );
+            if aborted && r.dstage == kvw_check::handoff_model::DStage::Running {
+                seen += 1;
+                assert!(
+                    req.origin_input_ids.len() > 1,
+                    "the running request keeps its input"
+                );
+            }
+        }
+    }
+    assert!(
+        seen > 0,
+        "a running decode request was aborted in some state"
+    );
+}
