@@ -4,6 +4,11 @@
 //! when every gate passes, 1 when one fails or is inconclusive, 2 on an
 //! error (unreachable or non-compatible endpoint, bad flags, limits), with
 //! one line on stderr and nothing written.
+//!
+//! `--out DIR` writes a signed audit bundle ([`crate::audit_bundle`]): one
+//! receipt per gate, the index, the signed manifest, `SHA256SUMS`, the
+//! README and the key, as `kvw verify DIR` checks it and `kvw site build`
+//! renders it as a report.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,9 +100,10 @@ pub struct AuditArgs {
     /// Print the plan and one JSON object per gate.
     #[arg(long)]
     pub json: bool,
-    /// Write one signed receipt per gate into this folder (a receipt that
-    /// exists there is refused unless --force).
-    #[arg(long)]
+    /// Write a signed audit bundle into this folder (created whole once the
+    /// audit has run; an existing non-empty folder is refused, and with
+    /// --force only an earlier bundle is replaced).
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub force: crate::write::ForceArg,
@@ -151,12 +157,16 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency as usize,
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
     };
-    if let Some(dir) = &args.out {
-        // Every receipt name before any request: a refusal writes nothing.
-        for gate in &opts.gates {
-            crate::write::check_new(&dir.join(receipt_name(gate)), args.force.force)?;
-        }
-    }
+    let bundle = match &args.out {
+        // The folder and the key before any request: a refusal sends and
+        // writes nothing.
+        Some(dir) => Some(crate::audit_bundle::AuditBundle::prepare(
+            dir,
+            args.signing_key.as_deref(),
+            args.force.force,
+        )?),
+        None => None,
+    };
     let progress = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg:12} {bar:30} {pos}/{len} requests")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -198,11 +208,6 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let Some(reports) = reports else {
         return Ok(ExitCode::SUCCESS);
     };
-    // Only an audit that ran writes anything: a refused one leaves no folder.
-    if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    }
     let mut code = ExitCode::SUCCESS;
     for r in &reports {
         let p = &r.predicate;
@@ -223,15 +228,16 @@ fn audit(args: AuditArgs) -> anyhow::Result<ExitCode> {
             };
             outln!("{:<13} {:<12} {}", p.gate, word, p.reason)?;
         }
-        if let Some(dir) = &args.out {
-            let path = dir.join(receipt_name(&p.gate));
-            crate::probe::write_receipt(&path, args.signing_key.as_deref(), p, args.force.force)?;
+    }
+    // Only an audit that ran writes anything, and the bundle appears whole.
+    if let Some(bundle) = bundle {
+        let predicates: Vec<_> = reports.iter().map(|r| &r.predicate).collect();
+        let line = bundle.write(&predicates)?;
+        if args.json {
+            outln!("{}", serde_json::json!({ "bundle": line }))?;
+        } else {
+            outln!("{}", crate::out::clean(&line))?;
         }
     }
     Ok(code)
-}
-
-/// The receipt `--out DIR` holds for `gate`.
-fn receipt_name(gate: &str) -> String {
-    format!("{gate}.receipt.json")
 }

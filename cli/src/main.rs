@@ -8,6 +8,7 @@
 mod out;
 
 mod audit;
+mod audit_bundle;
 mod bench;
 mod budget;
 mod bundle;

@@ -47,7 +47,7 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
     signer.save(&key).unwrap();
     let public = dir.path().join("kvw.pub.json");
     signer.public().save(&public).unwrap();
-    let out = dir.path().join("receipts");
+    let out = dir.path().join("audit");
     let o = Command::new(KVW)
         .args([
             "audit",
@@ -74,7 +74,9 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
         .collect();
     let mut receipts = Vec::new();
     for g in &gates {
-        let path = out.join(format!("{}.receipt.json", g["gate"].as_str().unwrap()));
+        let path = out
+            .join("receipts")
+            .join(format!("{}.receipt.json", g["gate"].as_str().unwrap()));
         let bytes = std::fs::read(&path).unwrap();
         let v = kvw_evidence::verify_statement(&bytes, &signer.public()).unwrap();
         receipts.push(v.parse::<AuditPredicate>().unwrap());

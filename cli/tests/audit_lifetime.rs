@@ -31,7 +31,7 @@ fn lifetime(fixes: &str) -> (Option<i32>, Value, AuditPredicate) {
     let key = dir.path().join("signing.key");
     let signer = kvw_evidence::Signer::generate();
     signer.save(&key).unwrap();
-    let out = dir.path().join("receipts");
+    let out = dir.path().join("audit");
     let o = Command::new(KVW)
         .args(["audit", "--endpoint", &server.url()])
         .args(["--key", common::KEYS[0], "--key", common::KEYS[1]])
@@ -48,7 +48,7 @@ fn lifetime(fixes: &str) -> (Option<i32>, Value, AuditPredicate) {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|v| v["gate"] == "lifetime")
         .unwrap_or_else(|| panic!("no lifetime line: {}", String::from_utf8_lossy(&o.stderr)));
-    let bytes = std::fs::read(out.join("lifetime.receipt.json")).unwrap();
+    let bytes = std::fs::read(out.join("receipts/lifetime.receipt.json")).unwrap();
     let v = kvw_evidence::verify_statement(&bytes, &signer.public()).unwrap();
     (o.status.code(), g, v.parse::<AuditPredicate>().unwrap())
 }

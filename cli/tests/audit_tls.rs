@@ -185,7 +185,7 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
     let key = dir.path().join("signing.key");
     let signer = kvw_evidence::Signer::generate();
     signer.save(&key).unwrap();
-    let out_dir = dir.path().join("receipts");
+    let out_dir = dir.path().join("audit");
     let out = Command::new(KVW)
         .args([
             "audit",
@@ -205,7 +205,7 @@ fn audit(url: &str, extra: &[&str]) -> Audited {
         .output()
         .unwrap();
     let mut receipts = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(&out_dir) {
+    if let Ok(entries) = std::fs::read_dir(out_dir.join("receipts")) {
         for e in entries {
             let bytes = std::fs::read(e.unwrap().path()).unwrap();
             let v = kvw_evidence::verify_statement(&bytes, &signer.public()).unwrap();

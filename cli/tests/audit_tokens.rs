@@ -123,7 +123,7 @@ fn audit(url: &str) -> Audited {
     let key = dir.path().join("signing.key");
     let signer = kvw_evidence::Signer::generate();
     signer.save(&key).unwrap();
-    let out = dir.path().join("receipts");
+    let out = dir.path().join("audit");
     let o = Command::new(KVW)
         .args([
             "audit",
@@ -154,7 +154,9 @@ fn audit(url: &str) -> Audited {
     let receipts = gates
         .iter()
         .filter_map(|g| {
-            let path = out.join(format!("{}.receipt.json", g["gate"].as_str()?));
+            let path = out
+                .join("receipts")
+                .join(format!("{}.receipt.json", g["gate"].as_str()?));
             let bytes = std::fs::read(path).ok()?;
             let v = kvw_evidence::verify_statement(&bytes, &signer.public()).ok()?;
             v.parse::<AuditPredicate>().ok()

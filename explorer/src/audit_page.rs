@@ -26,8 +26,10 @@ pub fn result_words(result: GateResult, lang: Lang) -> (&'static str, &'static s
     }
 }
 
+/// One exchange as the receipt records it (keys already replaced by
+/// tenant labels when the audit recorded it).
 #[component]
-fn ExchangeItem(exchange: Exchange, lang: Lang) -> impl IntoView {
+pub fn ExchangeItem(exchange: Exchange, lang: Lang) -> impl IntoView {
     let e = exchange;
     let head = format!(
         "{}. {} {} {} — {} {} · {} µs",

@@ -44,6 +44,8 @@ pub mod gates_page;
 #[cfg(feature = "ssr")]
 pub mod markdown;
 #[cfg(feature = "ssr")]
+pub mod report_page;
+#[cfg(feature = "ssr")]
 pub mod sample;
 #[cfg(feature = "ssr")]
 pub mod scenario_page;

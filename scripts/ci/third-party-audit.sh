@@ -58,5 +58,6 @@ for g in gates:
     assert g["requests"] > 0 or g["gate"] == "capacity", g
     print(f'llama.cpp {g["gate"]:<13} {g["result"]:<12} {g["reason"]}')
 PY
-ls "$work/receipts"/*.receipt.json >/dev/null
+ls "$work/receipts"/receipts/*.receipt.json >/dev/null
+"$kvw" verify "$work/receipts" >/dev/null
 echo "third-party audit: every gate ran (kvw audit exit $rc)"

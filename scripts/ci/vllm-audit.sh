@@ -101,7 +101,8 @@ audit() {
     tail -5 "$work/server.log" >&2
     exit 1
   fi
-  ls "$out/$name"/*.receipt.json >/dev/null
+  ls "$out/$name"/receipts/*.receipt.json >/dev/null
+  "$kvw" verify "$out/$name" >/dev/null
 }
 audit no-salt
 audit salt --cache-salt

@@ -287,7 +287,7 @@ pub struct Ran {
     stdout: String,
     stderr: String,
     timed_out: bool,
-    /// Receipts written to `--out`.
+    /// Receipts written to the bundle `--out`.
     receipts: usize,
     /// `--out` exists afterwards.
     wrote: bool,
@@ -299,7 +299,7 @@ fn audit(h: &Hostile, extra: &[&str]) -> Ran {
     let tmp = tempfile::tempdir().unwrap();
     let key = tmp.path().join("signing-key.json");
     kvw_evidence::Signer::generate().save(&key).unwrap();
-    let out = tmp.path().join("receipts");
+    let out = tmp.path().join("audit");
     let mut args: Vec<OsString> = ["audit", "--endpoint"].map(Into::into).to_vec();
     args.push(h.url().into());
     for a in ["--key", "alpha", "--key", "beta", "--json", "--signing-key"] {
@@ -310,7 +310,7 @@ fn audit(h: &Hostile, extra: &[&str]) -> Ran {
     args.push(out.clone().into());
     args.extend(extra.iter().map(OsString::from));
     let ran = run_kvw_within(&args, Sink::Pipe, &[], MEMORY_LIMIT_KIB, TIME_LIMIT);
-    let receipts = std::fs::read_dir(&out).map_or(0, |d| d.count());
+    let receipts = std::fs::read_dir(out.join("receipts")).map_or(0, |d| d.count());
     Ran {
         code: ran.code,
         stdout: ran.stdout,

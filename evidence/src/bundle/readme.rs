@@ -58,16 +58,15 @@ fn other_row(o: &OtherEntry) -> String {
 pub fn readme(index: &BundleIndex) -> String {
     let rows: String = index.receipts.iter().map(receipt_row).collect();
     let others = others_section(&index.others);
+    let (what, probe_table) = if index.receipts.is_empty() {
+        (audit_intro(&index.others), String::new())
+    } else {
+        (probe_intro(&index.predicate_type), probe_table(&rows))
+    };
     format!(
         r#"# kvwitness evidence bundle
 
-This folder holds signed records of kvwitness probe runs. Each file in
-`receipts/` is one run of the prefill/decode KV-cache isolation probe: a
-DSSE envelope (payload type `application/vnd.in-toto+json`) whose payload is
-an in-toto Statement v1 with predicate type
-`{predicate_type}`. The predicate records
-the full configuration, the seven steps of the request's life with the pages
-it reserved, received and read, and the verdict.
+{what}
 
 - `kvw.pub.json` is the ed25519 public key that signed every receipt
   (keyid `{keyid}`, the SHA-256 of the raw key). Anyone holding this folder
@@ -81,14 +80,7 @@ it reserved, received and read, and the verdict.
   README states anything the index does not.
 - `SHA256SUMS` lists the SHA-256 of every other file.
 
-## Receipts
-
-`outcome` is `leak` (another tenant's data reached the answer),
-`wrong-answer`, `correct` or `refused` (an error, no foreign data).
-
-| file | scale | fixes | poison-on-free | HTTP | outcome | foreign pages read |
-|---|---|---|---|---|---|---|
-{rows}{others}
+{probe_table}{others}
 ## How to verify
 
 With kvwitness (checks every digest, signature, index entry and step):
@@ -124,8 +116,66 @@ RFC 8785 canonical JSON (JCS), e.g. `hashlib.sha256(rfc8785.dumps(predicate))`
 with Python's `rfc8785` package; the payload itself is the JCS form of the
 statement, byte for byte.
 "#,
-        predicate_type = index.predicate_type,
         keyid = index.keyid,
+    )
+}
+
+/// What the folder is, for a bundle of probe runs.
+fn probe_intro(predicate_type: &str) -> String {
+    format!(
+        "This folder holds signed records of kvwitness probe runs. Each file in
+`receipts/` is one run of the prefill/decode KV-cache isolation probe: a
+DSSE envelope (payload type `application/vnd.in-toto+json`) whose payload is
+an in-toto Statement v1 with predicate type
+`{predicate_type}`. The predicate records
+the full configuration, the seven steps of the request's life with the pages
+it reserved, received and read, and the verdict."
+    )
+}
+
+/// What the folder is, for a bundle without probe runs (`kvw audit --out`):
+/// the endpoints audited are facts of the index, the prose is not compared.
+fn audit_intro(others: &[OtherEntry]) -> String {
+    let mut endpoints: Vec<&str> = others
+        .iter()
+        .filter_map(|o| match &o.facts {
+            super::others::OtherFacts::Audit { endpoint, .. } => Some(endpoint.as_str()),
+            _ => None,
+        })
+        .collect();
+    endpoints.sort_unstable();
+    endpoints.dedup();
+    let audited = match endpoints.as_slice() {
+        [] => String::new(),
+        list => format!(
+            " of {}",
+            list.iter()
+                .map(|e| format!("`{}`", e.replace(['`', '\n', '\r', '|'], "'")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    format!(
+        "This folder holds the signed receipts of an audit{audited} by `kvw audit`.
+Each file in `receipts/` is one gate: a DSSE envelope (payload type
+`application/vnd.in-toto+json`) whose payload is an in-toto Statement v1
+recording the gate's result, the reason, the measured facts and every
+request and response it relied on, with API keys replaced by tenant labels.
+`kvw site build --bundle . --out SITE` renders it as a report page."
+    )
+}
+
+/// The table of probe runs.
+fn probe_table(rows: &str) -> String {
+    format!(
+        "## Receipts
+
+`outcome` is `leak` (another tenant's data reached the answer),
+`wrong-answer`, `correct` or `refused` (an error, no foreign data).
+
+| file | scale | fixes | poison-on-free | HTTP | outcome | foreign pages read |
+|---|---|---|---|---|---|---|
+{rows}"
     )
 }
 

@@ -59,7 +59,8 @@ pub fn write_bundle_with_model_checks(
 /// ([`OTHER_PREDICATE_TYPES`](super::others::OTHER_PREDICATE_TYPES): model
 /// checks, scenarios, gate runs, randomized runs), each given as (file
 /// name, envelope). They go to `receipts/` and the signed manifest like
-/// every receipt, and to the index's `others`.
+/// every receipt, and to the index's `others`. `receipts` may be empty when
+/// `others` is not (an audit bundle holds no probe run).
 pub fn write_bundle_with_others(
     dir: &Path,
     receipts: Vec<(String, Envelope, ProbePredicate)>,
@@ -68,7 +69,9 @@ pub fn write_bundle_with_others(
 ) -> Result<WrittenBundle, EvidenceError> {
     let public = &signer.public();
     check_target(dir)?;
-    if receipts.is_empty() {
+    // A bundle of other kinds only (an audit's gate receipts) is a bundle
+    // too; one with nothing in it is not.
+    if receipts.is_empty() && others.is_empty() {
         return Err(EvidenceError::Bundle("no receipts to write".into()));
     }
     let count = receipts.len() + others.len();

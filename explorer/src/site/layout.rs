@@ -49,6 +49,7 @@ pub fn reserved(stem: &str) -> Option<String> {
     let own = [
         GATES_PAGE,
         COMPARE_PAGE,
+        crate::report_page::REPORT_PAGE,
         it_index.rsplit('/').next().unwrap_or(it_index),
     ];
     (own.contains(&page.as_str()) || stem.starts_with(COMPARE_PREFIX)).then_some(page)
@@ -64,6 +65,7 @@ mod tests {
             "gates",
             "receipts",
             "compare",
+            "report",
             "compare-incident-walkthrough-fixes-none",
         ] {
             assert!(reserved(stem).is_some(), "{stem}");

@@ -78,6 +78,14 @@ pub struct LoadedBundle {
 }
 
 impl LoadedBundle {
+    /// The audit receipts, in bundle order.
+    pub fn audits(&self) -> impl Iterator<Item = (&Loaded, &AuditPredicate)> {
+        self.receipts.iter().filter_map(|l| match &l.kind {
+            Kind::Audit(p) => Some((l, &**p)),
+            _ => None,
+        })
+    }
+
     /// The probe runs, in bundle order.
     pub fn probes(&self) -> impl Iterator<Item = (&Loaded, &Shown)> {
         self.receipts.iter().filter_map(|l| match &l.kind {
@@ -121,7 +129,12 @@ pub fn load_bundle(bundle: &std::path::Path) -> Result<LoadedBundle, SiteError> 
             kind,
         });
     }
-    if !receipts.iter().any(|l| matches!(l.kind, Kind::Probe(_))) {
+    // A site opens on a probe run, or on the report of an audit bundle
+    // (`kvw audit --out`), which holds no probe run.
+    if !receipts
+        .iter()
+        .any(|l| matches!(l.kind, Kind::Probe(_) | Kind::Audit(_)))
+    {
         return Err(SiteError::NoReceipts(bundle.to_path_buf()));
     }
     let extras = ["index.json", "SHA256SUMS", "README.md", "manifest.json"]

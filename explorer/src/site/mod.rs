@@ -146,7 +146,7 @@ pub enum SiteError {
     },
     #[error("{0} has no kvw.pub.json: not a bundle folder")]
     NoPublicKey(PathBuf),
-    #[error("{0} holds no receipts (receipts/*.json)")]
+    #[error("{0} holds no probe run and no audit receipt (receipts/*.json)")]
     NoReceipts(PathBuf),
     #[error("wasm folder {0} lacks {WASM_JS} or {WASM_BIN} (or it/ the same for Italian); run scripts/build-wasm.sh")]
     NoWasm(PathBuf),

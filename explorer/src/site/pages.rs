@@ -22,7 +22,7 @@ use super::layout::{
     compare_page, receipt_file, receipt_page, receipts_index_path, COMPARE_PAGE, GATES_PAGE,
 };
 use super::load::{Kind, Loaded, LoadedBundle};
-use super::result_doc::{page, Shows};
+use super::result_doc::{page, report_page, Shows};
 use super::write::SiteWriter;
 use super::{SiteError, SiteOptions};
 use crate::audit_page::AuditView;
@@ -35,6 +35,7 @@ use crate::limits::truncation_line;
 use crate::markdown;
 use crate::model_check_page::ModelCheckView;
 use crate::page_data::{CatalogEntry, PageData, Shown, UpstreamDoor, CATALOG_FILE};
+use crate::report_page::{sorted, ReportExchanges, ReportFindings, ReportGate, REPORT_PAGE};
 use crate::scenario_page::ScenarioView;
 use crate::upstream_run_page::UpstreamRunView;
 
@@ -154,6 +155,7 @@ pub fn render_site(
 
     let (result_pages, notes) = render_results(bundle, w)?;
     pages += result_pages;
+    pages += render_report(bundle, probes.is_empty(), w)?;
     for lang in Lang::ALL {
         w.put(receipts_index_path(lang), receipts_index(bundle, lang))?;
         pages += 1;
@@ -274,6 +276,66 @@ fn render_results(
         })?;
     }
     Ok((pages, notes))
+}
+
+/// The report of the bundle's audit receipts, in each language
+/// (`<lang>/report.html`), and as the site's `index.html` (English) when
+/// the bundle holds no probe run to open on; returns the pages written.
+fn render_report(
+    bundle: &LoadedBundle,
+    entry: bool,
+    w: &mut SiteWriter,
+) -> Result<usize, SiteError> {
+    let audits: Vec<(&Loaded, ReportGate)> = bundle
+        .audits()
+        .map(|(l, p)| {
+            (
+                l,
+                ReportGate {
+                    stem: l.stem.clone(),
+                    predicate: p.clone(),
+                },
+            )
+        })
+        .collect();
+    let Some((first, _)) = audits.first() else {
+        return Ok(0);
+    };
+    let receipts: Vec<(&str, &[u8])> = audits
+        .iter()
+        .map(|(l, _)| (l.stem.as_str(), l.envelope.as_slice()))
+        .collect();
+    let shows = Shows {
+        public_key_json: bundle.public_key.as_str(),
+        receipts: &receipts,
+    };
+    let gates = sorted(audits.iter().map(|(_, g)| g.clone()).collect());
+    w.for_receipt(&first.stem, |w| {
+        let mut pages = 0;
+        for lang in Lang::ALL {
+            let mut places = vec![(format!("{}/{REPORT_PAGE}", lang.code()), "../", "")];
+            if entry && lang == Lang::En {
+                places.push(("index.html".to_string(), "./", "en/"));
+            }
+            for (path, root, folder) in places {
+                let (g, f) = (gates.clone(), folder.to_string());
+                let findings = html(move || view! { <ReportFindings gates=g lang=lang pages=f/> });
+                let (g, r) = (gates.clone(), root.to_string());
+                let details = html(move || view! { <ReportExchanges gates=g lang=lang root=r/> });
+                let title = lang.pick("Audit report", "Rapporto di audit");
+                let html = report_page(
+                    lang,
+                    title,
+                    (REPORT_PAGE, root),
+                    (&findings, &details),
+                    &shows,
+                );
+                w.put(&path, html)?;
+                pages += 1;
+            }
+        }
+        Ok(pages)
+    })
 }
 
 /// What the real releases did at the incident's doors, from the bundle's

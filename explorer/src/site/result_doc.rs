@@ -38,13 +38,13 @@ fn digests<'a>(shows: &Shows<'a>) -> Vec<(&'a str, String)> {
 }
 
 /// The `#kvw-results` data and the inline check, for `<head>`.
-fn check_head(shows: &Shows<'_>, digests: &[(&str, String)]) -> String {
+fn check_head(shows: &Shows<'_>, digests: &[(&str, String)], root: &str) -> String {
     let receipts: Vec<serde_json::Value> = digests
         .iter()
         .map(|(stem, sha256)| serde_json::json!({ "stem": stem, "sha256": sha256 }))
         .collect();
     let data = serde_json::json!({
-        "root": "../",
+        "root": root,
         "public_key": shows.public_key_json,
         "receipts": receipts,
     });
@@ -58,17 +58,17 @@ fn check_head(shows: &Shows<'_>, digests: &[(&str, String)]) -> String {
 /// One banner per receipt: what the site builder checked, turned by the
 /// browser's check into the badge or the warning (the style sheet picks the
 /// words from `data-kvw-verdict`).
-fn banners(lang: Lang, shows: &Shows<'_>, digests: &[(&str, String)]) -> String {
+fn banners(lang: Lang, shows: &Shows<'_>, digests: &[(&str, String)], root: &str) -> String {
     let keyid = kvw_evidence::signing::PublicKey::from_json(shows.public_key_json.as_bytes())
         .map(|k| k.keyid())
         .unwrap_or_default();
-    let index = format!("../{}", receipts_index_path(lang));
+    let index = format!("{root}{}", receipts_index_path(lang));
     digests
         .iter()
         .map(|(stem, sha256)| {
             let (id, href, file) = (
                 format!("kvw-trust-{stem}"),
-                format!("../receipts/{stem}.json"),
+                format!("{root}receipts/{stem}.json"),
                 format!("{stem}.json"),
             );
             let (keyid, index) = (keyid.clone(), index.clone());
@@ -97,29 +97,78 @@ fn banners(lang: Lang, shows: &Shows<'_>, digests: &[(&str, String)]) -> String 
         .collect()
 }
 
+/// One part of a static page's `<main>`.
+enum Part<'a> {
+    /// What the page says, hidden if a receipt fails the browser's check.
+    Body(&'a str),
+    /// The receipts' banners, kept visible whatever the check finds.
+    Banners,
+}
+
 /// A complete static page in `lang`, with a link to the same page in the
 /// other language (`file` in its folder), a link that skips to the
 /// content for keyboard readers, and the browser's check of the receipts
 /// the page reports ([`Shows`]).
 pub fn page(lang: Lang, title: &str, file: &str, body: &str, shows: &Shows<'_>) -> String {
+    document(
+        lang,
+        title,
+        (file, "../"),
+        &[Part::Banners, Part::Body(body)],
+        shows,
+    )
+}
+
+/// The report of an audit bundle: `findings` first, then the receipts'
+/// banners, then `details`. `root` is the way to the site's root from the
+/// page (`./` for `index.html`, `../` in a language folder).
+pub fn report_page(
+    lang: Lang,
+    title: &str,
+    (file, root): (&str, &str),
+    (findings, details): (&str, &str),
+    shows: &Shows<'_>,
+) -> String {
+    document(
+        lang,
+        title,
+        (file, root),
+        &[Part::Body(findings), Part::Banners, Part::Body(details)],
+        shows,
+    )
+}
+
+fn document(
+    lang: Lang,
+    title: &str,
+    (file, root): (&str, &str),
+    parts: &[Part<'_>],
+    shows: &Shows<'_>,
+) -> String {
     let digests = digests(shows);
     let langs = Lang::ALL
         .into_iter()
         .filter(|l| *l != lang)
         .map(|l| {
-            let href = format!("../{}/{file}", l.code());
+            let href = format!("{root}{}/{file}", l.code());
             Owner::new().with(|| {
                 view! { <a href=href hreflang=l.code() lang=l.code()>{l.endonym()}</a> }.to_html()
             })
         })
         .collect::<Vec<_>>()
         .join(" ");
+    let main: String = parts
+        .iter()
+        .map(|part| match part {
+            Part::Body(body) => format!("<div class=\"kvw-result-body\">{body}</div>"),
+            Part::Banners => banners(lang, shows, &digests, root),
+        })
+        .collect();
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n{head}\n{check}\n<link rel=\"stylesheet\" href=\"../style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"../index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{banners}<div class=\"kvw-result-body\">{body}</div></main></body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n{head}\n{check}\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{main}</main></body>\n</html>\n",
         code = lang.code(),
         head = head_start(&format!("{title} — kvwitness")),
-        check = check_head(shows, &digests),
-        banners = banners(lang, shows, &digests),
+        check = check_head(shows, &digests, root),
         langword = lang.pick("Language", "Lingua"),
         skip = lang.pick("Skip to content", "Vai al contenuto"),
     )
