@@ -1,8 +1,11 @@
-//! `kvw bench`: measure the engine in one run and print ratios.
+//! `kvw bench`: measure the engine in one run and print figures, ratios and
+//! the target of each.
 //!
-//! Targets from the design (CPU): the incident at real scale in well under a
-//! second; CPU attention at ≥ 50 % of a same-run memory copy; a 100-receipt
-//! bundle verified well under a second.
+//! Targets (issue 26, CPU): the incident probe at real scale under 0.3 s;
+//! a 100-receipt bundle verified under 0.1 s; at least 10,000 randomized
+//! runs a second with every fix; CPU attention at ≥ 90 % of a same-run
+//! memory copy; `kvw bundle` for the full matrix under 10 s (timed outside,
+//! see [`BUNDLE_ROW`]).
 
 use std::time::Instant;
 
@@ -21,16 +24,24 @@ use kvw_engine::probe;
 /// probe, so 100 is already minutes.
 pub const MAX_REPS: u32 = 100;
 
+/// Randomized runs timed by default: a few seconds at the current rate,
+/// enough for a stable figure.
+pub const DEFAULT_FUZZ_RUNS: u64 = 20_000;
+
+/// The `kvw bundle` row: a full-matrix bundle takes tens of seconds and
+/// writes a folder, so it is timed from outside rather than here.
+pub const BUNDLE_ROW: &str = "kvw bundle, full matrix at both scales + gates + model check: \
+     timed outside the bench, `time kvw bundle --out B` (or scripts/ci/site-size.sh)  [target < 10 s]";
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Repetitions of each measurement, 1 to 100 (the best is reported).
     #[arg(long, default_value_t = 3,
           value_parser = clap::value_parser!(u32).range(1..=MAX_REPS as i64))]
     pub reps: u32,
-    /// Also time this many randomized runs with every fix, at most 10000000
-    /// (the throughput benchmark of `kvw fuzz`; 100000 for the published
-    /// figure).
-    #[arg(long, default_value_t = 0, value_name = "N",
+    /// Time this many randomized runs with every fix, at most 10000000
+    /// (the throughput benchmark of `kvw fuzz`; 0 leaves the row out).
+    #[arg(long, default_value_t = DEFAULT_FUZZ_RUNS, value_name = "N",
           value_parser = clap::value_parser!(u64).range(0..=kvw_engine::fuzz_campaign::MAX_RUNS))]
     pub fuzz_runs: u64,
 }
@@ -52,8 +63,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let (secs, p) = best(args.reps, || probe::run(&config));
     let p = p?;
     outln!(
-        "incident probe at real scale (context {}, prefill pool {}, page {}): {:.3} s  [target < 1 s]  leak={}",
-        config.context_len, config.prefill_pool_tokens, config.page_size, secs, p.verdict.leak
+        "incident probe at real scale (context {}, prefill pool {}, page {}): {:.3} s  [target < 0.3 s]  ({:.1}x the target)  leak={}",
+        config.context_len,
+        config.prefill_pool_tokens,
+        config.page_size,
+        secs,
+        secs / 0.3,
+        p.verdict.leak
     )?;
 
     // Attention bandwidth over written (non-zero) pages vs a memcpy of the same bytes.
@@ -92,7 +108,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     std::hint::black_box(&dst);
     let gbs = |t: f64| bytes / t / 1e9;
     outln!(
-        "cpu attention: {:.2} GB/s; memcpy: {:.2} GB/s; ratio {:.0} %  [target ≥ 50 %]  ({} MiB of KV)",
+        "cpu attention: {:.2} GB/s; memcpy: {:.2} GB/s; ratio {:.0} %  [target ≥ 90 %]  ({} MiB of KV)",
         gbs(t_attn),
         gbs(t_copy),
         100.0 * t_copy / t_attn,
@@ -123,23 +139,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let report = report?;
     anyhow::ensure!(report.ok(), "the benchmark bundle does not verify");
     outln!(
-        "verify a {}-receipt bundle: {:.3} s  [target well under 1 s]",
+        "verify a {}-receipt bundle: {:.3} s  [target < 0.1 s]  ({:.1}x the target)",
         report.receipts.len(),
-        t_verify
+        t_verify,
+        t_verify / 0.1
     )?;
     if args.fuzz_runs > 0 {
         let bar = indicatif::ProgressBar::new(args.fuzz_runs);
         let all = kvw_evidence::Fix::ALL;
         let s = crate::fuzz::fuzz_runs(args.fuzz_runs, DEFAULT_SEED, &all, &bar);
         bar.finish_and_clear();
+        let rate = s.predicate.runs as f64 / s.seconds.max(1e-9);
         outln!(
-            "randomized runs, every fix: {} runs in {:.2} s = {:.0} runs/s on {} thread(s), {} violating",
+            "randomized runs, every fix: {} runs in {:.2} s = {:.0} runs/s on {} thread(s), {} violating  [target ≥ 10000 runs/s]  ({:.0} % of the target)",
             s.predicate.runs,
             s.seconds,
-            s.predicate.runs as f64 / s.seconds.max(1e-9),
+            rate,
             rayon::current_num_threads(),
-            s.predicate.violating_runs
+            s.predicate.violating_runs,
+            100.0 * rate / 10_000.0
         )?;
     }
+    outln!("{BUNDLE_ROW}")?;
     Ok(())
 }
