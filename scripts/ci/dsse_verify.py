@@ -38,6 +38,8 @@ OTHER_TYPES = {
     "https://kvwitness.dev/attestation/scenario/v3",
     "https://kvwitness.dev/attestation/gates/v3",
     "https://kvwitness.dev/attestation/fuzz/v2",
+    "https://kvwitness.dev/attestation/audit/v2",
+    "https://kvwitness.dev/attestation/upstream-run/v1",
 }
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MANIFEST_TYPE = "https://kvwitness.dev/attestation/bundle-manifest/v1"

@@ -379,6 +379,64 @@ test("steps 2 and 5 say what the real SGLang releases did, each linked to its ve
   await shot(page, "upstream-run-page");
 });
 
+/** `kvw serve --openai` on 127.0.0.1 (it stops itself); resolves to its base URL. */
+function serveOpenai(args) {
+  const child = spawn(kvwBin(), ["serve", "--openai", "--addr", "127.0.0.1:0", "--for-seconds", "300", ...args], {
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  return new Promise((ok, fail) => {
+    let out = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      const m = out.match(/127\.0\.0\.1:(\d+)/);
+      if (m) ok({ child, url: `http://127.0.0.1:${m[1]}` });
+    });
+    child.on("exit", (code) => fail(new Error(`kvw serve --openai exited (${code}): ${out}`)));
+  });
+}
+
+test("an audit report opens on its findings, hides no key and verifies every receipt in the browser", async () => {
+  const keys = ["report-key-one", "report-key-two"];
+  const tmp = mkdtempSync(join(tmpdir(), "kvw-report-"));
+  const endpoint = await serveOpenai(["--key", keys[0], "--key", keys[1], "--fixes", "none", "--prefix-cache", "shared"]);
+  let served;
+  try {
+    assert.equal(spawnSync(kvwBin(), ["keygen", "--out", tmp]).status, 0);
+    const audit = spawnSync(kvwBin(), [
+      "audit", "--endpoint", endpoint.url, "--key", keys[0], "--key", keys[1], "--pairs", "16",
+      "--max-seconds", "120", "--out", join(tmp, "audit"), "--signing-key", join(tmp, "signing-key.json"),
+    ], { encoding: "utf8" });
+    assert.equal(audit.status, 1, `the pre-fix endpoint has findings: ${audit.stdout} ${audit.stderr}`);
+    const built = spawnSync(kvwBin(), ["site", "build", "--bundle", join(tmp, "audit"), "--out", join(tmp, "site")], { encoding: "utf8" });
+    assert.equal(built.status, 0, built.stderr);
+    served = await serve(join(tmp, "site"));
+    for (const lang of ["en", "it"]) {
+      const page = await newPage();
+      await page.goto(served.url + `${lang}/report.html`);
+      // Findings first: the first table of the page, failures on top.
+      const first = await page.evaluate(() => document.querySelector("table")?.className);
+      assert.equal(first, "rp-findings", `${lang}: the findings table comes first`);
+      const results = await page.$$eval("tr.rp-finding", (rows) => rows.map((r) => [r.dataset.gate, r.dataset.result]));
+      assert.ok(results.length >= 7, `${lang}: ${results.length} gates`);
+      assert.equal(results[0][1], "fail", `${lang}: a failure heads the table`);
+      const banners = page.locator('[id^="kvw-trust-"]');
+      const n = await banners.count();
+      assert.ok(n >= results.length, `${lang}: ${n} receipts to verify`);
+      await page.waitForFunction(
+        () => [...document.querySelectorAll('[id^="kvw-trust-"]')].every((b) => b.dataset.kvwVerdict === "ok"),
+        null, { timeout: 20_000 });
+      const text = await page.evaluate(() => document.documentElement.outerHTML);
+      for (const k of keys) assert.ok(!text.includes(k), `${lang}: the key ${k} is not on the page`);
+      console.log(`report ${lang}: ${results.map(([g, r]) => `${g} ${r}`).join(", ")}; ${n} receipts verified in the browser`);
+      if (lang === "en") await shot(page, "audit-report");
+      assert.deepEqual(page.errors, []);
+    }
+  } finally {
+    endpoint.child.kill();
+    served?.child.kill();
+  }
+});
+
 async function firstStem() {
   return defaultStem(site);
 }
