@@ -35,48 +35,6 @@ pub fn to_canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, se
     serde_json_canonicalizer::to_vec(&value)
 }
 
-/// [`to_canonical_json`] of a JSON value already held, without copying it
-/// into a second tree first.
-pub fn value_to_canonical_json(value: &Value) -> Result<Vec<u8>, serde_json::Error> {
-    check_numbers(value)?;
-    serde_json_canonicalizer::to_vec(value)
-}
-
-/// Canonical JSON of the object whose members are `members`, each value
-/// given as its own canonical JSON. JCS writes an object member by member
-/// (keys sorted by UTF-16 code units, each value canonical on its own), so
-/// this is the same bytes as canonicalizing the whole object again.
-pub fn canonical_object(members: &mut [(&str, &[u8])]) -> Result<Vec<u8>, serde_json::Error> {
-    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-    let size: usize = members.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
-    let mut out = Vec::with_capacity(size + 2);
-    out.push(b'{');
-    for (i, (key, value)) in members.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        serde_json_canonicalizer::to_writer(key, &mut out)?;
-        out.push(b':');
-        out.extend_from_slice(value);
-    }
-    out.push(b'}');
-    Ok(out)
-}
-
-/// The top-level members of the canonical JSON object `canonical`, each
-/// value as the bytes it spans there: in canonical JSON those bytes are the
-/// member value's own canonical JSON.
-pub fn object_members(
-    canonical: &[u8],
-) -> Result<std::collections::BTreeMap<String, &[u8]>, serde_json::Error> {
-    let members: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
-        serde_json::from_slice(canonical)?;
-    Ok(members
-        .into_iter()
-        .map(|(k, v)| (k, v.get().as_bytes()))
-        .collect())
-}
-
 /// Lowercase hex SHA-256 of the canonical JSON of `value`.
 pub fn canonical_sha256<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
     Ok(sha256_hex(&to_canonical_json(value)?))
@@ -89,7 +47,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Refuse numbers JCS cannot write exactly: integers beyond
 /// ±[`MAX_SAFE_INTEGER`] and non-finite floats.
-pub(crate) fn check_numbers(value: &Value) -> Result<(), serde_json::Error> {
+fn check_numbers(value: &Value) -> Result<(), serde_json::Error> {
     use serde::ser::Error as _;
     match value {
         Value::Number(n) => {
@@ -160,31 +118,5 @@ mod tests {
         assert!(to_canonical_json(&serde_json::json!({"seed": MAX_SAFE_INTEGER})).is_ok());
         assert!(to_canonical_json(&serde_json::json!({"seed": MAX_SAFE_INTEGER + 1})).is_err());
         assert!(to_canonical_json(&serde_json::json!([-(1i64 << 60)])).is_err());
-    }
-
-    #[test]
-    fn an_object_put_together_from_canonical_members_is_its_canonical_json() {
-        // Keys that sort differently by UTF-8 bytes and by UTF-16 units,
-        // escapes, numbers JCS rewrites, nesting.
-        let v = serde_json::json!({
-            "\u{1F600}": 1, "\u{FB33}": [2.50, 1e21], "b\n": {"z": null, "a": "\u{1}"}, "a": true
-        });
-        let Value::Object(map) = &v else {
-            unreachable!()
-        };
-        let values: Vec<(String, Vec<u8>)> = map
-            .iter()
-            .map(|(k, x)| (k.clone(), value_to_canonical_json(x).unwrap()))
-            .collect();
-        let mut members: Vec<(&str, &[u8])> = values
-            .iter()
-            .map(|(k, x)| (k.as_str(), x.as_slice()))
-            .collect();
-        let whole = to_canonical_json(&v).unwrap();
-        assert_eq!(canonical_object(&mut members).unwrap(), whole);
-        let spans = object_members(&whole).unwrap();
-        for (k, x) in &values {
-            assert_eq!(spans[k], x.as_slice(), "member {k:?}");
-        }
     }
 }

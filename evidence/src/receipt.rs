@@ -22,10 +22,7 @@
 
 use serde_json::Value;
 
-use crate::canonical::{
-    canonical_object, canonical_sha256, check_numbers, object_members, sha256_hex,
-    to_canonical_json, value_to_canonical_json,
-};
+use crate::canonical::{canonical_sha256, sha256_hex, to_canonical_json};
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
 use crate::predicate::{Event, ProbePredicate, Step, PREDICATE_TYPE};
@@ -137,40 +134,6 @@ fn reproducible_digest_of(p: &Value) -> String {
     canonical_sha256(&part).unwrap_or_default()
 }
 
-/// [`reproducible_digest_of`] and the trace digest of a predicate given as
-/// its signed canonical JSON: the members are taken as the bytes they span
-/// there (already canonical), and only the steps, whose engine line numbers
-/// are left out, are written again.
-struct SignedDigests {
-    trace: String,
-    reproducible: String,
-}
-
-impl SignedDigests {
-    fn of(predicate: &Value, predicate_json: &[u8]) -> Result<SignedDigests, EvidenceError> {
-        let bad = |e| EvidenceError::json("predicate", e);
-        let members = object_members(predicate_json).map_err(bad)?;
-        let steps = value_to_canonical_json(&commit_independent(
-            predicate.get("steps").unwrap_or(&Value::Null),
-        ))
-        .map_err(bad)?;
-        let part = |key: &str| -> &[u8] {
-            match key {
-                "steps" => &steps,
-                _ => members.get(key).copied().unwrap_or(b"null"),
-            }
-        };
-        let trace = canonical_object(&mut [("events", part("events")), ("steps", part("steps"))])
-            .map_err(bad)?;
-        let mut kept: Vec<(&str, &[u8])> = REPRODUCIBLE.iter().map(|&k| (k, part(k))).collect();
-        let reproducible = canonical_object(&mut kept).map_err(bad)?;
-        Ok(SignedDigests {
-            trace: sha256_hex(&trace),
-            reproducible: sha256_hex(&reproducible),
-        })
-    }
-}
-
 /// Check a predicate's own consistency: seven steps numbered 1..=7 whose
 /// event indices point into `events`, and a matching `trace_sha256`.
 pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
@@ -180,12 +143,9 @@ pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
 
 /// [`check_predicate`] of a predicate parsed from `signed`, the JSON it was
 /// signed as: the trace digest is recomputed from that JSON.
-fn check_signed_predicate(
-    p: &ProbePredicate,
-    signed: &VerifiedStatement,
-) -> Result<(), EvidenceError> {
-    let digests = SignedDigests::of(&signed.predicate, &signed.predicate_json)?;
-    check_trace(p, &digests.trace)?;
+fn check_signed_predicate(p: &ProbePredicate, signed: &Value) -> Result<(), EvidenceError> {
+    let part = |key| signed.get(key).unwrap_or(&Value::Null);
+    check_trace(p, &trace_digest(part("events"), part("steps")))?;
     check_steps(p)
 }
 
@@ -266,10 +226,10 @@ pub trait PredicateKind: serde::Serialize + serde::de::DeserializeOwned {
     fn check(&self) -> Result<(), EvidenceError> {
         Ok(())
     }
-    /// [`PredicateKind::check`] of a predicate parsed from `signed`, the
-    /// statement it was signed in. A kind whose check digests part of itself
-    /// may take that part from `signed`, so the digest covers what was signed.
-    fn check_signed(&self, signed: &VerifiedStatement) -> Result<(), EvidenceError> {
+    /// [`PredicateKind::check`] of a predicate parsed from `signed`, the JSON
+    /// it was signed as. A kind whose check digests part of itself may take
+    /// that part from `signed`, so the digest covers what was signed.
+    fn check_signed(&self, signed: &Value) -> Result<(), EvidenceError> {
         let _ = signed;
         self.check()
     }
@@ -281,7 +241,7 @@ impl PredicateKind for ProbePredicate {
     fn check(&self) -> Result<(), EvidenceError> {
         check_predicate(self)
     }
-    fn check_signed(&self, signed: &VerifiedStatement) -> Result<(), EvidenceError> {
+    fn check_signed(&self, signed: &Value) -> Result<(), EvidenceError> {
         check_signed_predicate(self, signed)
     }
 }
@@ -364,7 +324,7 @@ impl VerifiedStatement {
         }
         let predicate: P = serde_json::from_slice(&self.predicate_json)
             .map_err(|e| EvidenceError::json(P::WHAT, e))?;
-        predicate.check_signed(self)?;
+        predicate.check_signed(&self.predicate)?;
         Ok(predicate)
     }
 }
@@ -381,16 +341,6 @@ pub(crate) fn open_statement(
     key: &PublicKey,
     what: &'static str,
 ) -> Result<Statement, EvidenceError> {
-    open_statement_payload(bytes, key, what).map(|(statement, _)| statement)
-}
-
-/// [`open_statement`], also handing back the signed payload (the
-/// statement's canonical JSON).
-fn open_statement_payload(
-    bytes: &[u8],
-    key: &PublicKey,
-    what: &'static str,
-) -> Result<(Statement, Vec<u8>), EvidenceError> {
     let envelope = Envelope::from_json(bytes)?;
     if envelope.payload_type != PAYLOAD_TYPE {
         return Err(EvidenceError::PayloadType {
@@ -401,12 +351,7 @@ fn open_statement_payload(
     let payload = envelope.verify(key)?;
     let statement: Statement =
         serde_json::from_slice(&payload).map_err(|e| EvidenceError::json(what, e))?;
-    // Every number of a statement is in its predicate (the other members are
-    // strings), so the numbers are checked there and the statement is
-    // written as it stands, without a second copy of its tree.
-    check_numbers(&statement.predicate).map_err(|e| EvidenceError::json(what, e))?;
-    let canonical =
-        serde_json_canonicalizer::to_vec(&statement).map_err(|e| EvidenceError::json(what, e))?;
+    let canonical = to_canonical_json(&statement).map_err(|e| EvidenceError::json(what, e))?;
     if canonical != payload {
         return Err(EvidenceError::NotCanonical);
     }
@@ -416,7 +361,7 @@ fn open_statement_payload(
             expected: STATEMENT_TYPE,
         });
     }
-    Ok((statement, payload))
+    Ok(statement)
 }
 
 /// Verify a receipt of any predicate kind: size, envelope, `payloadType`,
@@ -430,7 +375,7 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
             limit: MAX_RECEIPT_BYTES,
         });
     }
-    let (statement, payload) = open_statement_payload(bytes, key, "in-toto statement")?;
+    let statement = open_statement(bytes, key, "in-toto statement")?;
     let [subject] = statement.subject.as_slice() else {
         return Err(EvidenceError::Subject(format!(
             "{} subjects, expected exactly one",
@@ -444,13 +389,8 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
     if let Err(e) = check_receipt_name(&subject.name) {
         return Err(EvidenceError::Subject(e.to_string()));
     }
-    // The payload is canonical, so the predicate's canonical JSON is the
-    // bytes its member spans there.
-    let predicate_json = object_members(&payload)
-        .map_err(|e| EvidenceError::json("in-toto statement", e))?
-        .get("predicate")
-        .map(|bytes| bytes.to_vec())
-        .ok_or_else(|| EvidenceError::Subject("no predicate".into()))?;
+    let predicate_json =
+        to_canonical_json(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))?;
     let digest = sha256_hex(&predicate_json);
     if subject.digest.sha256 != digest {
         return Err(EvidenceError::Subject(format!(
@@ -477,24 +417,12 @@ pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, 
 impl VerifiedReceipt {
     /// The probe receipt a verified statement carries; refuses other kinds.
     pub fn from_statement(statement: VerifiedStatement) -> Result<Self, EvidenceError> {
-        // As `statement.parse()`, with the signed JSON digested once for both
-        // the trace check and the reproducible digest.
-        if statement.predicate_type != PREDICATE_TYPE {
-            return Err(EvidenceError::UnknownPredicate {
-                found: statement.predicate_type,
-                expected: PREDICATE_TYPE,
-            });
-        }
-        let predicate: ProbePredicate = serde_json::from_slice(&statement.predicate_json)
-            .map_err(|e| EvidenceError::json(ProbePredicate::WHAT, e))?;
-        let digests = SignedDigests::of(&statement.predicate, &statement.predicate_json)?;
-        check_trace(&predicate, &digests.trace)?;
-        check_steps(&predicate)?;
+        let predicate: ProbePredicate = statement.parse()?;
         Ok(VerifiedReceipt {
             name: statement.name,
             keyid: statement.keyid,
             predicate_sha256: statement.predicate_sha256,
-            reproducible_digest: digests.reproducible,
+            reproducible_digest: reproducible_digest_of(&statement.predicate),
             predicate,
         })
     }
