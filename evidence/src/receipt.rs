@@ -335,7 +335,6 @@ impl VerifiedStatement {
 /// they parse to — duplicate keys, whitespace, other key orders or number
 /// spellings would let two parsers read two different statements. Receipts
 /// and the bundle manifest are both opened here.
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn open_statement(
     bytes: &[u8],
     key: &PublicKey,
