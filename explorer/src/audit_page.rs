@@ -26,6 +26,22 @@ pub fn result_words(result: GateResult, lang: Lang) -> (&'static str, &'static s
     }
 }
 
+/// A receipt's exchanges, as many as a page draws, with the note that says
+/// where the rest are (`receipt_href`, the receipt file).
+#[component]
+pub fn Exchanges(exchanges: Vec<Exchange>, receipt_href: String, lang: Lang) -> impl IntoView {
+    let note = truncation_note(exchanges.len(), None, &receipt_href, lang);
+    let items = exchanges
+        .into_iter()
+        .take(MAX_DRAWN_STEPS)
+        .map(|e| view! { <ExchangeItem exchange=e lang=lang/> })
+        .collect_view();
+    view! {
+        {note}
+        <ol class="au-exchanges">{items}</ol>
+    }
+}
+
 /// One exchange as the receipt records it (keys already replaced by
 /// tenant labels when the audit recorded it).
 #[component]
@@ -70,13 +86,6 @@ pub fn AuditView(stem: String, predicate: AuditPredicate, lang: Lang) -> impl In
     let (word, slug) = result_words(p.result, lang);
     let evidence = serde_json::to_string_pretty(&p.evidence).unwrap_or_default();
     let receipt_href = format!("../receipts/{stem}.json");
-    let note = truncation_note(p.exchanges.len(), None, &receipt_href, lang);
-    let exchanges = p
-        .exchanges
-        .into_iter()
-        .take(MAX_DRAWN_STEPS)
-        .map(|e| view! { <ExchangeItem exchange=e lang=lang/> })
-        .collect_view();
     view! {
         <article class="au" data-receipt=stem.clone() data-result=slug>
             <h1>{format!("{} — {} — {stem}", lang.pick("Audit", "Audit"), p.gate)}</h1>
@@ -90,8 +99,7 @@ pub fn AuditView(stem: String, predicate: AuditPredicate, lang: Lang) -> impl In
             <h2>{lang.pick("Measured facts", "Dati misurati")}</h2>
             <pre class="au-evidence">{evidence}</pre>
             <h2>{lang.pick("Exchanges", "Scambi")}</h2>
-            {note}
-            <ol class="au-exchanges">{exchanges}</ol>
+            <Exchanges exchanges=p.exchanges receipt_href=receipt_href lang=lang/>
         </article>
     }
 }

@@ -12,9 +12,8 @@
 use kvw_evidence::audit::{AuditPredicate, GateResult, GATES};
 use leptos::prelude::*;
 
-use crate::audit_page::{result_words, ExchangeItem};
+use crate::audit_page::{result_words, Exchanges};
 use crate::i18n::Lang;
-use crate::limits::{truncation_note, MAX_DRAWN_STEPS};
 
 /// File name of the report page in each language folder.
 pub const REPORT_PAGE: &str = "report.html";
@@ -159,21 +158,13 @@ pub fn ReportExchanges(gates: Vec<ReportGate>, lang: Lang, root: String) -> impl
             let p = g.predicate;
             let (word, slug) = result_words(p.result, lang);
             let receipt_href = format!("{root}receipts/{}.json", g.stem);
-            let note = truncation_note(p.exchanges.len(), None, &receipt_href, lang);
             let count = p.exchanges.len();
-            let items = p
-                .exchanges
-                .into_iter()
-                .take(MAX_DRAWN_STEPS)
-                .map(|e| view! { <ExchangeItem exchange=e lang=lang/> })
-                .collect_view();
             view! {
                 <section class="rp-gate" id=format!("gate-{}", p.gate) data-result=slug>
                     <h3>{format!("{} — {word}", p.gate)}</h3>
                     <p lang="en">{p.reason}</p>
                     <p>{format!("{count} {}", lang.pick("exchanges, API keys replaced by tenant labels:", "scambi, con le chiavi API sostituite dalle etichette dei tenant:"))}</p>
-                    {note}
-                    <ol class="au-exchanges">{items}</ol>
+                    <Exchanges exchanges=p.exchanges receipt_href=receipt_href lang=lang/>
                 </section>
             }
         })
