@@ -5,12 +5,11 @@
 //! request's state after it and the decode pool's pages after it — enough
 //! for a replay to draw the path step by step without re-running the model.
 
-use kvw_engine::policy::{self, ResultAction};
+use kvw_engine::policy;
 use kvw_engine::req::FinishReason;
 use kvw_evidence::model_check::{
-    CheckerInfo, Counterexample, DoorVerdict, Exploration, Handoff, ModelBounds,
-    ModelCheckPredicate, ModelDecision, PageSnapshot, PathStep, PropertyResult, ReqSnapshot,
-    ResultStep, ViolationFact,
+    CheckerInfo, Counterexample, Exploration, Handoff, ModelBounds, ModelCheckPredicate,
+    ModelDecision, PageSnapshot, PathStep, PropertyResult, ReqSnapshot, ViolationFact,
 };
 use kvw_evidence::EngineInfo;
 
@@ -23,36 +22,7 @@ fn reason(r: &FinishReason) -> kvw_evidence::FinishReason {
     r.signed()
 }
 
-fn verdict(d: policy::Door) -> DoorVerdict {
-    match d {
-        policy::Door::Admit => DoorVerdict::Admit,
-        policy::Door::Retire => DoorVerdict::Retire,
-        policy::Door::DropFinished => DoorVerdict::DropFinished,
-    }
-}
-
-fn result_step(a: ResultAction) -> ResultStep {
-    match a {
-        ResultAction::SendChunk => ResultStep::SendChunk,
-        ResultAction::SendLastChunk => ResultStep::SendLastChunk,
-        ResultAction::Retire => ResultStep::Retire,
-    }
-}
-
-fn handoff(d: policy::HandoffDecision) -> ModelDecision {
-    let handoff = match d {
-        policy::HandoffDecision::Wait => Handoff::Wait,
-        policy::HandoffDecision::Admit => Handoff::Admit,
-        policy::HandoffDecision::Abort {
-            status,
-            message,
-            transfer_failure,
-        } => Handoff::Abort {
-            status,
-            message,
-            transfer_failure,
-        },
-    };
+fn handoff(handoff: Handoff) -> ModelDecision {
     ModelDecision::HandoffDoor { handoff }
 }
 
@@ -124,11 +94,11 @@ fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<Mod
             let req = after.reqs[r as usize].preq.as_deref()?;
             Some(match after.reqs[r as usize].pstage {
                 PStage::Done => ModelDecision::EntryDoor {
-                    door: DoorVerdict::Retire,
+                    door: policy::Door::Retire,
                     finished: None,
                 },
                 _ => ModelDecision::EntryDoor {
-                    door: DoorVerdict::Admit,
+                    door: policy::Door::Admit,
                     finished: Some(req.finished()),
                 },
             })
@@ -138,9 +108,9 @@ fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<Mod
             let door = (m.prefill_door)(req);
             let action = policy::prefill_result_action(req, true, m.config.fixes);
             Some(ModelDecision::PrefillForward {
-                door: verdict(door),
+                door,
                 finished: req.finished(),
-                result: (door == policy::Door::Admit).then(|| result_step(action)),
+                result: (door == policy::Door::Admit).then_some(action),
             })
         }
         Action::DecodePoll(_) => m.handoff(before, r, false).map(handoff),
@@ -148,7 +118,7 @@ fn decision(m: &PdModel, before: &State, after: &State, a: Action) -> Option<Mod
         Action::DecodePrealloc(_) => {
             let req = before.reqs[r as usize].dreq.as_deref()?;
             Some(ModelDecision::EntryDoor {
-                door: verdict(policy::entry_door(req, m.config.fixes)),
+                door: policy::entry_door(req, m.config.fixes),
                 finished: None,
             })
         }

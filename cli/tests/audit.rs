@@ -41,23 +41,11 @@ struct Audited {
 }
 
 fn audit(url: &str, extra: &[&str]) -> Audited {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.key");
-    let signer = kvw_evidence::Signer::generate();
-    signer.save(&key).unwrap();
+    let (dir, signer, key) = common::signing_key();
     let public = dir.path().join("kvw.pub.json");
     signer.public().save(&public).unwrap();
     let out = dir.path().join("audit");
-    let o = Command::new(KVW)
-        .args([
-            "audit",
-            "--endpoint",
-            url,
-            "--key",
-            "alpha-key",
-            "--key",
-            "beta-key",
-        ])
+    let o = common::audit_command(url, &["alpha-key", "beta-key"])
         .args(["--json", "--max-seconds", "120"])
         .arg("--out")
         .arg(&out)
@@ -205,10 +193,7 @@ fn unreachable_and_incompatible_endpoints_are_one_line_errors() {
         .unwrap()
         .port();
     let url = format!("http://127.0.0.1:{port}");
-    let o = Command::new(KVW)
-        .args(["audit", "--endpoint", &url, "--key", "a", "--key", "b"])
-        .output()
-        .unwrap();
+    let o = common::audit_command(&url, &["a", "b"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
@@ -217,33 +202,16 @@ fn unreachable_and_incompatible_endpoints_are_one_line_errors() {
     // A static site server is not an OpenAI endpoint.
     let site = tempfile::tempdir().unwrap();
     std::fs::write(site.path().join("index.html"), "hi").unwrap();
-    let mut serve = Command::new(KVW);
-    serve
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--for-seconds",
-            "60",
-            "--dir",
-        ])
-        .arg(site.path());
-    let site_server = Process::spawn(serve);
+    let site_server = common::serve_dir(site.path(), 60);
     let url = site_server.url();
-    let o = Command::new(KVW)
-        .args(["audit", "--endpoint", &url, "--key", "a", "--key", "b"])
-        .output()
-        .unwrap();
+    let o = common::audit_command(&url, &["a", "b"]).output().unwrap();
     drop(site_server);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("not an OpenAI-compatible endpoint"), "{err}");
     // One key is not an audit.
-    let o = Command::new(KVW)
-        .args(["audit", "--endpoint", &url, "--key", "a"])
-        .output()
-        .unwrap();
+    let o = common::audit_command(&url, &["a"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -264,16 +232,7 @@ fn no_version() -> kvw_testkit::served::App {
 #[test]
 fn a_server_that_declares_no_version_is_inconclusive_never_failed() {
     let app = no_version();
-    let o = Command::new(KVW)
-        .args([
-            "audit",
-            "--endpoint",
-            &app.url(),
-            "--key",
-            "a",
-            "--key",
-            "b",
-        ])
+    let o = common::audit_command(&app.url(), &["a", "b"])
         .args(["--gates", "version", "--json"])
         .output()
         .unwrap();

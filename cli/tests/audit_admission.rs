@@ -8,19 +8,15 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::KVW;
 use kvw_testkit::served::Process;
 use serde_json::Value;
 
 fn audit(url: &str, extra: &[&str]) -> (Option<i32>, Vec<Value>, String) {
-    let o = Command::new(KVW)
-        .args(["audit", "--endpoint", url])
-        .args(["--key", common::KEYS[0], "--key", common::KEYS[1]])
+    let o = common::audit_command(url, &common::KEYS)
         .args(["--json", "--max-seconds", "120"])
         .args(extra)
         .output()

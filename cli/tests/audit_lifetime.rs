@@ -14,9 +14,6 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::KVW;
 use kvw_evidence::audit::{AuditPredicate, GateResult};
 use serde_json::Value;
 
@@ -27,14 +24,9 @@ fn lifetime(fixes: &str) -> (Option<i32>, Value, AuditPredicate) {
         "per-tenant",
         &["--page-size", "64", "--late-write-ms", "300"],
     );
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.key");
-    let signer = kvw_evidence::Signer::generate();
-    signer.save(&key).unwrap();
+    let (dir, signer, key) = common::signing_key();
     let out = dir.path().join("audit");
-    let o = Command::new(KVW)
-        .args(["audit", "--endpoint", &server.url()])
-        .args(["--key", common::KEYS[0], "--key", common::KEYS[1]])
+    let o = common::audit_command(&server.url(), &common::KEYS)
         .args(["--gates", "lifetime", "--rounds", "1", "--json"])
         .args(["--max-seconds", "120"])
         .arg("--out")

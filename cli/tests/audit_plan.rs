@@ -5,7 +5,7 @@
 //! prompt, which a server recording every request confirms. Every server
 //! here listens on 127.0.0.1 and stops when dropped.
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
@@ -17,17 +17,14 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::KVW;
-
 /// `kvw serve --openai --fixes all`.
 fn serve_openai() -> Process {
     common::serve_openai("all", "per-tenant")
 }
 
 fn audit(url: &str, extra: &[&str]) -> Output {
-    Command::new(KVW)
-        .args(["audit", "--endpoint", url, "--key", "alpha-key"])
-        .args(["--key", "beta-key", "--json", "--max-seconds", "120"])
+    common::audit_command(url, &["alpha-key", "beta-key"])
+        .args(["--json", "--max-seconds", "120"])
         .args(extra)
         .output()
         .unwrap()
@@ -173,16 +170,7 @@ fn recording() -> (App, Arc<Mutex<Vec<String>>>) {
 #[test]
 fn a_dry_run_and_a_refused_budget_send_no_prompt() {
     let (app, seen) = recording();
-    let o = Command::new(KVW)
-        .args([
-            "audit",
-            "--endpoint",
-            &app.url(),
-            "--key",
-            "a",
-            "--key",
-            "b",
-        ])
+    let o = common::audit_command(&app.url(), &["a", "b"])
         .args(["--dry-run", "--pool-tokens", "2048"])
         .output()
         .unwrap();
@@ -217,16 +205,7 @@ fn a_dry_run_and_a_refused_budget_send_no_prompt() {
         "{sent:?}"
     );
 
-    let o = Command::new(KVW)
-        .args([
-            "audit",
-            "--endpoint",
-            &app.url(),
-            "--key",
-            "a",
-            "--key",
-            "b",
-        ])
+    let o = common::audit_command(&app.url(), &["a", "b"])
         .args(["--max-prompt-tokens", "10"])
         .output()
         .unwrap();

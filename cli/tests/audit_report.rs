@@ -47,10 +47,7 @@ fn row<'a>(html: &'a str, gate: &str) -> &'a str {
 
 #[test]
 fn an_audit_bundle_verifies_and_renders_as_a_report_without_any_key() {
-    let work = tempfile::tempdir().unwrap();
-    let key = work.path().join("signing.key");
-    let signer = kvw_evidence::Signer::generate();
-    signer.save(&key).unwrap();
+    let (work, signer, key) = common::signing_key();
     let public = work.path().join("trusted.pub.json");
     signer.public().save(&public).unwrap();
     let bundle = work.path().join("audit");
@@ -58,9 +55,7 @@ fn an_audit_bundle_verifies_and_renders_as_a_report_without_any_key() {
     // The pre-fix cluster with a cache shared across keys: findings to report.
     let server = common::serve_openai("none", "shared");
     let audit = |out: &Path| {
-        Command::new(KVW)
-            .args(["audit", "--endpoint", &server.url()])
-            .args(["--key", KEYS[0], "--key", KEYS[1]])
+        common::audit_command(&server.url(), &KEYS)
             .args(["--json", "--pairs", "16", "--max-seconds", "120"])
             .arg("--out")
             .arg(out)

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -24,8 +24,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{json, Value};
 
 mod common;
-
-use common::KVW;
 
 const KEYS: [&str; 2] = ["alpha-secret-key-1", "beta-secret-key-2"];
 
@@ -65,11 +63,7 @@ impl Ca {
 
 /// A TLS front on 127.0.0.1: each connection is decrypted and relayed to
 /// `backend` as plain TCP. Stops on drop or after [`APP_LIFETIME`].
-struct TlsFront {
-    port: u16,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
+struct TlsFront(App);
 
 impl TlsFront {
     fn start(ca: &Ca, backend: u16) -> TlsFront {
@@ -82,61 +76,33 @@ impl TlsFront {
             .with_single_cert(vec![cert], key)
             .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let end = tokio::time::sleep(APP_LIFETIME);
-                tokio::pin!(end);
-                loop {
-                    let (tcp, _) = tokio::select! {
-                        _ = &mut end => break,
-                        _ = &mut stopped => break,
-                        a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+        TlsFront(App::run(move |listener, mut stopped| async move {
+            let end = tokio::time::sleep(APP_LIFETIME);
+            tokio::pin!(end);
+            loop {
+                let (tcp, _) = tokio::select! {
+                    _ = &mut end => break,
+                    _ = &mut stopped => break,
+                    a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends here.
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
                     };
-                    let acceptor = acceptor.clone();
-                    tokio::spawn(async move {
-                        // A client that refuses the certificate ends here.
-                        let Ok(mut tls) = acceptor.accept(tcp).await else {
-                            return;
-                        };
-                        let to = SocketAddr::from(([127, 0, 0, 1], backend));
-                        let Ok(mut plain) = tokio::net::TcpStream::connect(to).await else {
-                            return;
-                        };
-                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-                    });
-                }
-            });
-        });
-        TlsFront {
-            port,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+                    let to = SocketAddr::from(([127, 0, 0, 1], backend));
+                    let Ok(mut plain) = tokio::net::TcpStream::connect(to).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+            }
+        }))
     }
 
     fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for TlsFront {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        format!("https://127.0.0.1:{}", self.0.port)
     }
 }
 
@@ -181,21 +147,9 @@ impl Audited {
 }
 
 fn audit(url: &str, extra: &[&str]) -> Audited {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.key");
-    let signer = kvw_evidence::Signer::generate();
-    signer.save(&key).unwrap();
+    let (dir, signer, key) = common::signing_key();
     let out_dir = dir.path().join("audit");
-    let out = Command::new(KVW)
-        .args([
-            "audit",
-            "--endpoint",
-            url,
-            "--key",
-            KEYS[0],
-            "--key",
-            KEYS[1],
-        ])
+    let out = common::audit_command(url, &[KEYS[0], KEYS[1]])
         .args(["--json", "--max-seconds", "120"])
         .arg("--out")
         .arg(&out_dir)

@@ -9,8 +9,6 @@
 //! that counts nothing leaves the size an assumption: inconclusive, never
 //! a failure. Each server listens on 127.0.0.1 and stops when dropped.
 
-use std::process::Command;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -20,7 +18,7 @@ use kvw_evidence::audit::{AuditPredicate, SizeSource};
 use kvw_testkit::served::App;
 use serde_json::{json, Value};
 
-const KVW: &str = env!("CARGO_BIN_EXE_kvw");
+mod common;
 const CONTEXT: u64 = 2048;
 const POOL: u64 = 1024;
 const CHARS_PER_TOKEN: u64 = 3;
@@ -119,21 +117,9 @@ struct Audited {
 
 /// `kvw audit --gates capacity,status` against `url`, its signed receipts read back.
 fn audit(url: &str) -> Audited {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.key");
-    let signer = kvw_evidence::Signer::generate();
-    signer.save(&key).unwrap();
+    let (dir, signer, key) = common::signing_key();
     let out = dir.path().join("audit");
-    let o = Command::new(KVW)
-        .args([
-            "audit",
-            "--endpoint",
-            url,
-            "--key",
-            "alpha",
-            "--key",
-            "beta",
-        ])
+    let o = common::audit_command(url, &["alpha", "beta"])
         .args([
             "--gates",
             "capacity,status",

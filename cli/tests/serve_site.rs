@@ -2,10 +2,11 @@
 //! them, with cache headers and the site's Content-Security-Policy, and
 //! keeps `/healthz` and `/api/probe` beside the site.
 
+mod common;
+
 use std::process::Command;
 
 use kvw_testkit::http;
-use kvw_testkit::served::Process;
 
 /// `GET path` with `extra` headers: the head, lowercased, and the body.
 fn get(port: u16, path: &str, extra: &[&str]) -> (String, Vec<u8>) {
@@ -26,18 +27,7 @@ fn precompressed_twins_and_cache_headers() {
         .unwrap();
     assert!(gz.status.success());
     std::fs::write(site.path().join("app.js.gz"), &gz.stdout).unwrap();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_kvw"));
-    serve
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--for-seconds",
-            "30",
-            "--dir",
-        ])
-        .arg(site.path());
-    let server = Process::spawn(serve);
+    let server = common::serve_dir(site.path(), 30);
     let port = server.port;
 
     let (head, body) = get(port, "/app.js", &["Accept-Encoding: gzip"]);

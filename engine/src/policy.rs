@@ -13,6 +13,12 @@ use crate::req::{Req, Session};
 /// The boolean fix switches that are on (the vocabulary's one set type).
 pub use kvw_evidence::FixSet;
 
+/// The doors' decisions are the vocabulary's types, so what the model
+/// checker signs is what the simulator decided.
+pub use kvw_evidence::model_check::{
+    DoorVerdict as Door, Handoff as HandoffDecision, ResultStep as ResultAction,
+};
+
 /// Upstream `is_unadmitted_reject` (PR #38935): a rejected request that
 /// holds nothing yet. Re-entering, preempted or retracted requests may hold
 /// KV, metadata or a retraction backup and must go through normal cleanup.
@@ -23,17 +29,6 @@ pub fn is_unadmitted_reject(req: &Req) -> bool {
         && req.retraction_backup.is_none()
         && !req.is_retracted
         && !req.is_rebootstrap
-}
-
-/// What a door does with a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Door {
-    /// Let it through.
-    Admit,
-    /// Retire it now with its recorded rejection (PR #38935).
-    Retire,
-    /// Drop it: `finished()` says it is done.
-    DropFinished,
 }
 
 /// Door of the prefill bootstrap queue and of the decode prealloc queue,
@@ -134,18 +129,6 @@ pub fn prefill_admission_door(req: &Req) -> Door {
     }
 }
 
-/// What prefill does with a request after a forward pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResultAction {
-    /// Send the chunk's pages and run the next chunk.
-    SendChunk,
-    /// Send the remaining pages with the final flag (transfer-complete).
-    SendLastChunk,
-    /// Retire the aborted result: free KV and metadata once, best-effort
-    /// `sender.abort()`, never send (PR #36988).
-    Retire,
-}
-
 /// `process_batch_result_disagg_prefill` for one request.
 pub fn prefill_result_action(req: &Req, last_chunk: bool, fixes: FixSet) -> ResultAction {
     let aborted = req.to_finish.is_some() || req.finished();
@@ -167,21 +150,6 @@ pub enum KvPoll {
     Success,
     /// The transfer failed.
     Failed,
-}
-
-/// Outcome of decode's transfer-queue door.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HandoffDecision {
-    /// Keep waiting.
-    Wait,
-    /// Accept the handoff into the running batch.
-    Admit,
-    /// Abort the request with this status and message.
-    Abort {
-        status: u16,
-        message: String,
-        transfer_failure: bool,
-    },
 }
 
 /// Decode's transfer-queue door. Pre-fix it trusts transfer-complete and

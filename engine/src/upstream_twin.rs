@@ -303,20 +303,28 @@ fn result_fields(req: &Req, action: ResultAction, released: u32, streamed: u32) 
     out
 }
 
-/// An abort recorded while the request ran reaches its final result; then
-/// the inflight queue polls the transfer as done.
-fn aborted_final_result(fixes: FixSet) -> Fields {
+/// A bootstrapped request aborted by the client while it ran reaches a
+/// chunk's result (`last_chunk`: its final one): the request after the
+/// result path, whether that path retired it, and the fields it recorded.
+fn aborted_result(fixes: FixSet, last_chunk: bool) -> (Req, bool, Fields) {
     let mut req = bootstrapped();
     req.to_finish = Some(FinishReason::Abort {
         message: "aborted by the client".into(),
         status_code: 400,
     });
-    let action = prefill_result_action(&req, true, fixes);
+    let action = prefill_result_action(&req, last_chunk, fixes);
     let retired = action == ResultAction::Retire;
     if retired {
         req.update_finish_state();
     }
-    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    let out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    (req, retired, out)
+}
+
+/// An abort recorded while the request ran reaches its final result; then
+/// the inflight queue polls the transfer as done.
+fn aborted_final_result(fixes: FixSet) -> Fields {
+    let (mut req, retired, mut out) = aborted_result(fixes, true);
     // The inflight queue's success path (`sim::prefill`): a request not yet
     // finished is finished with FINISH_LENGTH, then its metadata is freed.
     let inflight = !retired;
@@ -336,17 +344,7 @@ fn aborted_final_result(fixes: FixSet) -> Fields {
 /// An abort recorded while a chunked prefill runs reaches a middle chunk's
 /// result (the next chunk already launched, no write of the room in flight).
 fn aborted_middle_result(fixes: FixSet) -> Fields {
-    let mut req = bootstrapped();
-    req.to_finish = Some(FinishReason::Abort {
-        message: "aborted by the client".into(),
-        status_code: 400,
-    });
-    let action = prefill_result_action(&req, false, fixes);
-    let retired = action == ResultAction::Retire;
-    if retired {
-        req.update_finish_state();
-    }
-    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    let (_, _, mut out) = aborted_result(fixes, false);
     // A middle chunk's pages go out with `send_kv_chunk`; the request joins
     // the inflight queue only with its last chunk.
     out.insert("queue".into(), json!("none"));
@@ -359,17 +357,7 @@ fn aborted_middle_result(fixes: FixSet) -> Fields {
 /// exception never reaches the scheduler. Before #36988 the result is sent
 /// and `abort()` is never called.
 fn sender_abort_fails(fixes: FixSet) -> Fields {
-    let mut req = bootstrapped();
-    req.to_finish = Some(FinishReason::Abort {
-        message: "aborted by the client".into(),
-        status_code: 400,
-    });
-    let action = prefill_result_action(&req, true, fixes);
-    let retired = action == ResultAction::Retire;
-    if retired {
-        req.update_finish_state();
-    }
-    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    let (_, _, mut out) = aborted_result(fixes, true);
     out.insert("abort_error_escaped".into(), json!(false));
     out
 }

@@ -179,12 +179,15 @@ pub enum ModelDecision {
     LateWrite,
 }
 
-/// What a door decided (the engine's `policy::Door`).
+/// What a door does with a request (the engine's `policy::Door`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DoorVerdict {
+    /// Let it through.
     Admit,
+    /// Retire it now with its recorded rejection (PR #38935).
     Retire,
+    /// Drop it: `finished()` says it is done.
     DropFinished,
 }
 
@@ -192,8 +195,12 @@ pub enum DoorVerdict {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultStep {
+    /// Send the chunk's pages and run the next chunk.
     SendChunk,
+    /// Send the remaining pages with the final flag (transfer-complete).
     SendLastChunk,
+    /// Retire the aborted result: free KV and metadata once, best-effort
+    /// `sender.abort()`, never send (PR #36988).
     Retire,
 }
 
@@ -201,9 +208,11 @@ pub enum ResultStep {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Handoff {
+    /// Keep waiting.
     Wait,
+    /// Accept the handoff into the running batch.
     Admit,
-    /// Abort with this status and upstream's message.
+    /// Abort the request with this status and upstream's message.
     Abort {
         status: u16,
         message: String,

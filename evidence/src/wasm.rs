@@ -28,30 +28,47 @@ struct Outcome {
 /// Returns JSON `{"ok": bool, "keyid": string|null, "name": string|null,
 /// "facts": object|null, "error": string|null}`; `facts` is the verdict,
 /// `error` is one line.
+impl Outcome {
+    /// The JSON answer for a verification's result: the key id, the
+    /// receipt's name and its facts, or one line of error.
+    fn answer(result: Result<(String, String, Option<serde_json::Value>), String>) -> String {
+        let outcome = match result {
+            Ok((keyid, name, facts)) => Outcome {
+                ok: true,
+                keyid: Some(keyid),
+                name: Some(name),
+                facts,
+                error: None,
+            },
+            Err(e) => Outcome {
+                ok: false,
+                keyid: None,
+                name: None,
+                facts: None,
+                error: Some(e.replace('\n', " ")),
+            },
+        };
+        serde_json::to_string(&outcome).unwrap_or_else(|_| {
+            r#"{"ok":false,"keyid":null,"name":null,"facts":null,"error":"internal error"}"#.into()
+        })
+    }
+}
+
+/// Verify a receipt (DSSE envelope JSON) against a public key file's JSON.
+///
+/// Returns JSON `{"ok": bool, "keyid": string|null, "name": string|null,
+/// "facts": object|null, "error": string|null}`; `facts` is the verdict,
+/// `error` is one line.
 #[wasm_bindgen]
 pub fn verify_receipt_json(envelope_json: &str, public_key_json: &str) -> String {
-    let result = PublicKey::from_json(public_key_json.as_bytes()).and_then(|key| {
-        verify_receipt(envelope_json.as_bytes(), &key).map(|receipt| (key, receipt))
-    });
-    let outcome = match result {
-        Ok((key, receipt)) => Outcome {
-            ok: true,
-            keyid: Some(key.keyid()),
-            name: Some(receipt.name),
-            facts: serde_json::to_value(&receipt.predicate.verdict).ok(),
-            error: None,
-        },
-        Err(e) => Outcome {
-            ok: false,
-            keyid: None,
-            name: None,
-            facts: None,
-            error: Some(e.to_string()),
-        },
-    };
-    serde_json::to_string(&outcome).unwrap_or_else(|_| {
-        r#"{"ok":false,"keyid":null,"name":null,"facts":null,"error":"internal error"}"#.into()
-    })
+    let result = PublicKey::from_json(public_key_json.as_bytes())
+        .and_then(|key| {
+            let receipt = verify_receipt(envelope_json.as_bytes(), &key)?;
+            let facts = serde_json::to_value(&receipt.predicate.verdict).ok();
+            Ok((key.keyid(), receipt.name, facts))
+        })
+        .map_err(|e| e.to_string());
+    Outcome::answer(result)
 }
 
 /// Verify a receipt of any kind the evidence crate knows (probe run, model
@@ -75,23 +92,5 @@ pub fn verify_statement_json(envelope_json: &str, public_key_json: &str) -> Stri
             };
             Ok((key.keyid(), name, facts.ok()))
         });
-    let outcome = match result {
-        Ok((keyid, name, facts)) => Outcome {
-            ok: true,
-            keyid: Some(keyid),
-            name: Some(name),
-            facts,
-            error: None,
-        },
-        Err(e) => Outcome {
-            ok: false,
-            keyid: None,
-            name: None,
-            facts: None,
-            error: Some(e.replace('\n', " ")),
-        },
-    };
-    serde_json::to_string(&outcome).unwrap_or_else(|_| {
-        r#"{"ok":false,"keyid":null,"name":null,"facts":null,"error":"internal error"}"#.into()
-    })
+    Outcome::answer(result)
 }

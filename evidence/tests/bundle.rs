@@ -59,6 +59,15 @@ fn append_sum(dir: &Path, line: &str) {
 
 /// Rewrite SHA256SUMS so it matches the folder again (tampering that a
 /// careless attacker would also do).
+/// Rewrite the bundle's `index.json` after `edit`.
+fn edit_index(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join("index.json");
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut index);
+    std::fs::write(&path, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
+}
+
 fn reseal(dir: &Path) {
     let mut lines = vec![];
     let mut stack = vec![PathBuf::new()];
@@ -344,11 +353,9 @@ fn tampered_receipt_with_resealed_sums() {
 #[test]
 fn index_entry_not_matching_receipt() {
     let (_tmp, dir) = bundle();
-    let path = dir.join("index.json");
-    let mut index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    index["receipts"][0]["verdict"]["leak"] = serde_json::json!(false);
-    std::fs::write(&path, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
+    edit_index(&dir, |index| {
+        index["receipts"][0]["verdict"]["leak"] = serde_json::json!(false);
+    });
     reseal(&dir);
     expect_err(
         &dir,
@@ -359,11 +366,9 @@ fn index_entry_not_matching_receipt() {
 #[test]
 fn receipt_not_in_index_and_index_entry_without_receipt() {
     let (_tmp, dir) = bundle();
-    let path = dir.join("index.json");
-    let mut index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    index["receipts"][0]["file"] = serde_json::json!("receipts/gone.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
+    edit_index(&dir, |index| {
+        index["receipts"][0]["file"] = serde_json::json!("receipts/gone.json");
+    });
     reseal(&dir);
     expect_err(
         &dir,
@@ -374,11 +379,9 @@ fn receipt_not_in_index_and_index_entry_without_receipt() {
 #[test]
 fn unknown_index_field() {
     let (_tmp, dir) = bundle();
-    let path = dir.join("index.json");
-    let mut index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    index["extra"] = serde_json::json!(true);
-    std::fs::write(&path, serde_json::to_vec_pretty(&index).unwrap()).unwrap();
+    edit_index(&dir, |index| {
+        index["extra"] = serde_json::json!(true);
+    });
     reseal(&dir);
     expect_err(&dir, "unknown field");
 }

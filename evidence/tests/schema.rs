@@ -2,26 +2,31 @@
 
 use kvw_evidence::schema::{probe_predicate_schema, SCHEMA_PATH};
 
-#[test]
-fn committed_schema_matches_the_types() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SCHEMA_PATH);
-    let generated = probe_predicate_schema();
+/// `generated` against the schema committed at `rel` (under the crate),
+/// compared as JSON values so key order (which depends on serde_json
+/// features other crates may switch on) does not count as drift; with
+/// `KVW_UPDATE_SCHEMA` set, the committed file is rewritten instead.
+fn check_committed(rel: &str, generated: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
     if std::env::var_os("KVW_UPDATE_SCHEMA").is_some() {
-        std::fs::write(&path, &generated).unwrap();
+        std::fs::write(&path, generated).unwrap();
         return;
     }
-    // Compared as JSON values, so key order (which depends on serde_json
-    // features other crates may switch on) does not count as drift.
     let committed: Option<serde_json::Value> = std::fs::read_to_string(&path)
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok());
-    let generated: serde_json::Value = serde_json::from_str(&generated).unwrap();
+    let generated: serde_json::Value = serde_json::from_str(generated).unwrap();
     assert!(
         committed.as_ref() == Some(&generated),
         "{} is out of date with the predicate types; regenerate it with \
          `KVW_UPDATE_SCHEMA=1 cargo test -p kvw-evidence --test schema` and commit the result",
         path.display()
     );
+}
+
+#[test]
+fn committed_schema_matches_the_types() {
+    check_committed(SCHEMA_PATH, &probe_predicate_schema());
 }
 
 #[test]
@@ -50,19 +55,6 @@ fn sample_predicates_are_valid_json_objects_with_schema_required_fields() {
 #[test]
 fn committed_result_schemas_match_the_types() {
     for (rel, generated) in kvw_evidence::schema::result_schemas() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
-        if std::env::var_os("KVW_UPDATE_SCHEMA").is_some() {
-            std::fs::write(&path, &generated).unwrap();
-            continue;
-        }
-        let committed: Option<serde_json::Value> = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok());
-        let generated: serde_json::Value = serde_json::from_str(&generated).unwrap();
-        assert!(
-            committed.as_ref() == Some(&generated),
-            "{} is out of date; regenerate with KVW_UPDATE_SCHEMA=1 cargo test -p kvw-evidence --test schema",
-            path.display()
-        );
+        check_committed(rel, &generated);
     }
 }

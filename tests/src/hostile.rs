@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::work::{raw_name, Work, LEAK};
+use crate::work::{raw_name, Work, CHECKSUM, LEAK};
 
 /// One hostile bundle: its name, the word its refusal must say, and how it
 /// is made from the genuine one.
@@ -60,6 +60,62 @@ pub fn bundles() -> Vec<Hostile> {
             bytes.resize(17 * 1024 * 1024, b' ');
             w.write(LEAK, bytes);
             w.reseal_sums();
+        }),
+        hostile("receipt-byte-flipped", "sha256 mismatch", |w| {
+            let mut bytes = w.read(LEAK);
+            let n = bytes.len() / 2;
+            bytes[n] ^= 1;
+            w.write(LEAK, bytes);
+        }),
+        // Lies about the bundle that need no key: SHA256SUMS is unsigned,
+        // the manifest is not.
+        hostile(
+            "leak-receipt-deleted-with-index-and-sums",
+            "signed manifest.json",
+            |w| {
+                w.remove(LEAK);
+                w.edit_index(|i| {
+                    let list = i["receipts"].as_array_mut().unwrap();
+                    list.retain(|e| e["file"] != LEAK);
+                });
+                w.reseal_sums();
+            },
+        ),
+        hostile(
+            "genuine-leak-copied-over-checksum",
+            "differs from the file the signed manifest",
+            |w| {
+                std::fs::copy(w.p(LEAK), w.p(CHECKSUM)).unwrap();
+                w.reseal_sums();
+            },
+        ),
+        // Lies signed with the bundle's key: a genuine leak receipt under
+        // the kv-checksum name, with index, manifest and sums made
+        // consistent; a name carrying markup; an envelope that is not
+        // canonical JSON (a duplicate key the last-wins reader would take).
+        hostile(
+            "leak-signed-as-checksum-name-copied",
+            "signed under the name",
+            |w| {
+                std::fs::copy(w.p(LEAK), w.p(CHECKSUM)).unwrap();
+                w.reseal_all();
+            },
+        ),
+        hostile("subject-name-with-markup", "may hold only letters", |w| {
+            let name = "a\"><img src=x onerror=alert(1)>.json";
+            w.forge_predicate(LEAK, name, |_| {});
+            std::fs::rename(w.p(LEAK), w.p(&format!("receipts/{name}"))).unwrap();
+            w.reseal_all();
+        }),
+        hostile("duplicate-http-status-keys", "not canonical", |w| {
+            w.forge_text(LEAK, |t| {
+                t.replacen(
+                    "\"http_status\":200",
+                    "\"http_status\":500,\"http_status\":200",
+                    1,
+                )
+            });
+            w.reseal_all();
         }),
     ]
 }

@@ -66,6 +66,24 @@ pub struct App {
 impl App {
     /// Serve `app` on 127.0.0.1 and a free port.
     pub fn start(app: axum::Router) -> App {
+        App::run(|listener, stopped| async move {
+            let end = async {
+                let _ = tokio::time::timeout(APP_LIFETIME, stopped).await;
+            };
+            let _ = axum::serve(listener, app).with_graceful_shutdown(end).await;
+        })
+    }
+
+    /// Run `serve` on a thread of its own (a one-worker runtime) with a
+    /// listener on 127.0.0.1 and a free port. `stopped` resolves when the
+    /// [`App`] is dropped; `serve` must end then, or by [`APP_LIFETIME`].
+    pub fn run<F, Fut>(serve: F) -> App
+    where
+        F: FnOnce(tokio::net::TcpListener, tokio::sync::oneshot::Receiver<()>) -> Fut
+            + Send
+            + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -78,10 +96,7 @@ impl App {
                 .unwrap();
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let end = async {
-                    let _ = tokio::time::timeout(APP_LIFETIME, stopped).await;
-                };
-                let _ = axum::serve(listener, app).with_graceful_shutdown(end).await;
+                serve(listener, stopped).await;
             });
         });
         App {

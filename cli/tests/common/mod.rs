@@ -34,6 +34,37 @@ pub fn serve_openai_with(keys: &[&str], fixes: &str, cache: &str, extra: &[&str]
     Process::spawn(serve)
 }
 
+/// A fresh signing key saved as `signing.key` in a new temporary folder
+/// (removed when the folder is dropped).
+pub fn signing_key() -> (tempfile::TempDir, kvw_evidence::Signer, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("signing.key");
+    let signer = kvw_evidence::Signer::generate();
+    signer.save(&key).unwrap();
+    (dir, signer, key)
+}
+
+/// `kvw audit --endpoint url` with one `--key` per entry of `keys`.
+pub fn audit_command(url: &str, keys: &[&str]) -> Command {
+    let mut audit = Command::new(KVW);
+    audit.args(["audit", "--endpoint", url]);
+    for k in keys {
+        audit.args(["--key", k]);
+    }
+    audit
+}
+
+/// `kvw serve --dir dir` (a static site) for at most `seconds`.
+pub fn serve_dir(dir: &std::path::Path, seconds: u32) -> Process {
+    let mut serve = Command::new(KVW);
+    serve
+        .args(["serve", "--addr", "127.0.0.1:0", "--for-seconds"])
+        .arg(seconds.to_string())
+        .arg("--dir")
+        .arg(dir);
+    Process::spawn(serve)
+}
+
 /// `kvw serve --openai` with [`KEYS`].
 pub fn serve_openai(fixes: &str, cache: &str) -> Process {
     serve_openai_with(&KEYS, fixes, cache, &[])

@@ -57,16 +57,15 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     let Some((target, limit, what)) =
         target(f.pool_tokens, f.context_len, a.opts.max_tokens, tokenize)
     else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!(
-                "the context length is unknown ({}), so no prompt is sure to be refused; pass --context-len",
-                f.context_source
-            ),
-            evidence: json!({"bound_us": bound_us}),
-            prompts: vec![],
-            exchanges: vec![],
-        });
+        let reason = format!(
+            "the context length is unknown ({}), so no prompt is sure to be refused; pass --context-len",
+            f.context_source
+        );
+        return Ok(GateOutcome::new(
+            GateResult::Inconclusive,
+            reason,
+            json!({"bound_us": bound_us}),
+        ));
     };
     let seed = a.opts.seed ^ 0xad;
     let make = |chars: usize| tokens::sample(Text::Filler, chars, seed);
@@ -79,16 +78,12 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         "request_timeout_s": timeout.as_secs(),
     });
     let Some(r) = past.reply else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!(
-                "a {target}-token prompt past the {what} would exceed the audit's {}-byte request cap",
-                super::bounds::MAX_REQUEST_BYTES
-            ),
-            evidence,
-            prompts: past.sizes,
-            exchanges: vec![],
-        });
+        let reason = format!(
+            "a {target}-token prompt past the {what} would exceed the audit's {}-byte request cap",
+            super::bounds::MAX_REQUEST_BYTES
+        );
+        return Ok(GateOutcome::new(GateResult::Inconclusive, reason, evidence)
+            .resting_on(past.sizes, vec![]));
     };
     let took = r.total_us;
     let size = past.tokens;
@@ -148,13 +143,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     evidence["status"] = json!(r.status);
     evidence["refusal_us"] = json!(took);
     evidence["complete"] = json!(r.complete);
-    Ok(GateOutcome {
-        result,
-        reason,
-        evidence,
-        prompts: past.sizes,
-        exchanges: past.exchanges,
-    })
+    Ok(GateOutcome::new(result, reason, evidence).resting_on(past.sizes, past.exchanges))
 }
 
 #[cfg(test)]

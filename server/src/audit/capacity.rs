@@ -43,16 +43,11 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         "precondition": precondition(f.pool_tokens, f.context_len),
     });
     let (Some(pool), Some(context)) = (f.pool_tokens, f.context_len) else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!(
-                "the KV pool or the context length is unknown (pool: {}; context: {}); pass --pool-tokens and --context-len",
-                f.pool_source, f.context_source
-            ),
-            evidence: facts,
-            prompts: vec![],
-            exchanges: vec![],
-        });
+        let reason = format!(
+            "the KV pool or the context length is unknown (pool: {}; context: {}); pass --pool-tokens and --context-len",
+            f.pool_source, f.context_source
+        );
+        return Ok(GateOutcome::new(GateResult::Inconclusive, reason, facts));
     };
     let Some(tokens) = over_pool_tokens(pool, context, a.opts.max_tokens) else {
         let reason = if pool >= context {
@@ -60,13 +55,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         } else {
             format!("the incident's precondition holds (pool {pool} < context {context} tokens), but no prompt with --max-tokens {} of room fits between them", a.opts.max_tokens)
         };
-        return Ok(GateOutcome {
-            result: GateResult::Pass,
-            reason,
-            evidence: facts,
-            prompts: vec![],
-            exchanges: vec![],
-        });
+        return Ok(GateOutcome::new(GateResult::Pass, reason, facts));
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.opts.seed);
     let canary = prompts::canary(&a.tenants[0].label, &mut rng);
@@ -75,17 +64,13 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .send_past("beyond the pool", Text::Canary, tokens, pool, &make)
         .await?;
     let Some(r) = past.reply else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!(
-                "a {tokens}-token prompt past the {pool}-token pool would be {} characters, above the audit's {}-byte request cap",
-                a.chars_of(Text::Canary, tokens),
-                super::bounds::MAX_REQUEST_BYTES
-            ),
-            evidence: facts,
-            prompts: past.sizes,
-            exchanges: vec![],
-        });
+        let reason = format!(
+            "a {tokens}-token prompt past the {pool}-token pool would be {} characters, above the audit's {}-byte request cap",
+            a.chars_of(Text::Canary, tokens),
+            super::bounds::MAX_REQUEST_BYTES
+        );
+        return Ok(GateOutcome::new(GateResult::Inconclusive, reason, facts)
+            .resting_on(past.sizes, vec![]));
     };
     // What the server counted, or the calibrated estimate; `None` when the
     // size was only assumed.
@@ -127,13 +112,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
     evidence["status"] = json!(r.status);
     evidence["answer"] = json!(r.text());
     evidence["complete"] = json!(r.complete);
-    Ok(GateOutcome {
-        result,
-        reason,
-        evidence,
-        prompts: past.sizes,
-        exchanges: past.exchanges,
-    })
+    Ok(GateOutcome::new(result, reason, evidence).resting_on(past.sizes, past.exchanges))
 }
 
 use rand::SeedableRng as _;

@@ -139,11 +139,8 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         Some(l) => (
             GateResult::Fail,
             format!(
-                "tenant {} received tenant {}'s canary {} (exchange {}); {} leak(s) in {} requests",
-                l["receiver"].as_str().unwrap_or_default(),
-                l["owner"].as_str().unwrap_or_default(),
-                l["canary"].as_str().unwrap_or_default(),
-                l["exchange"],
+                "{}; {} leak(s) in {} requests",
+                received(l),
                 leaks.len(),
                 exchanges.len()
             ),
@@ -170,21 +167,30 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             ),
         ),
     };
-    Ok(GateOutcome {
-        result,
-        reason,
-        evidence,
-        prompts: [
+    Ok(GateOutcome::new(result, reason, evidence).resting_on(
+        [
             ("ordinary canary document", normal),
             ("long canary document", long),
         ]
         .map(|(what, t)| a.estimate(what, Text::Canary, a.chars_of(Text::Canary, t)))
         .to_vec(),
         exchanges,
-    })
+    ))
 }
 
 /// Up to 80 characters either side of the first `canary` in `body`.
+/// "tenant B received tenant A's canary C (exchange N)": one leak, as the
+/// gates that find leaks name it.
+pub fn received(leak: &serde_json::Value) -> String {
+    format!(
+        "tenant {} received tenant {}'s canary {} (exchange {})",
+        leak["receiver"].as_str().unwrap_or_default(),
+        leak["owner"].as_str().unwrap_or_default(),
+        leak["canary"].as_str().unwrap_or_default(),
+        leak["exchange"],
+    )
+}
+
 fn excerpt(body: &str, canary: &str) -> String {
     let Some(at) = body.find(canary) else {
         return String::new();

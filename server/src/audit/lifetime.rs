@@ -146,11 +146,8 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         Some(l) => (
             GateResult::Fail,
             format!(
-                "tenant {} received tenant {}'s canary {} (exchange {}) after {} walked away from requests; {} leak(s) in {} requests",
-                l["receiver"].as_str().unwrap_or_default(),
-                l["owner"].as_str().unwrap_or_default(),
-                l["canary"].as_str().unwrap_or_default(),
-                l["exchange"],
+                "{} after {} walked away from requests; {} leak(s) in {} requests",
+                isolation::received(l),
                 a.tenants[0].label,
                 leaks.len(),
                 exchanges.len()
@@ -175,11 +172,8 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             ),
         ),
     };
-    Ok(GateOutcome {
-        result,
-        reason,
-        evidence,
-        prompts: [
+    Ok(GateOutcome::new(result, reason, evidence).resting_on(
+        [
             ("short canary document walked away from", SHORT_TOKENS),
             ("long canary document walked away from", long),
             ("other tenant's canary document", VICTIM_TOKENS),
@@ -187,5 +181,5 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .map(|(what, t)| a.estimate(what, Text::Canary, a.chars_of(Text::Canary, t)))
         .to_vec(),
         exchanges,
-    })
+    ))
 }

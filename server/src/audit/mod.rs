@@ -119,6 +119,28 @@ pub struct GateOutcome {
     pub exchanges: Vec<Exchange>,
 }
 
+impl GateOutcome {
+    /// A verdict reached before any prompt was sent.
+    pub fn new(result: GateResult, reason: String, evidence: serde_json::Value) -> Self {
+        GateOutcome {
+            result,
+            reason,
+            evidence,
+            prompts: vec![],
+            exchanges: vec![],
+        }
+    }
+
+    /// The same verdict, resting on these prompts and exchanges.
+    pub fn resting_on(self, prompts: Vec<PromptSize>, exchanges: Vec<Exchange>) -> Self {
+        GateOutcome {
+            prompts,
+            exchanges,
+            ..self
+        }
+    }
+}
+
 /// Everything the gates share.
 pub struct Audit {
     pub client: Client,

@@ -38,16 +38,14 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .prompt_chars(Text::Filler, prefix.saturating_add(64))
         .map(|_| a.chars_of(Text::Filler, prefix))
     else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!(
+        return Ok(GateOutcome::new(
+            GateResult::Inconclusive,
+            format!(
                 "a {prefix}-token prefix is above the audit's {}-byte request cap",
                 super::bounds::MAX_REQUEST_BYTES
             ),
-            evidence: json!({"prefix_tokens": prefix}),
-            prompts: vec![],
-            exchanges: vec![],
-        });
+            json!({"prefix_tokens": prefix}),
+        ));
     };
     let mut hits = Vec::new();
     let mut misses = Vec::new();
@@ -91,17 +89,19 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         "cache_salt": a.opts.cache_salt,
     });
     let Some(t) = test.filter(|_| hits.len() >= 8) else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!(
+        return Ok(GateOutcome::new(
+            GateResult::Inconclusive,
+            format!(
                 "only {} of {} pairs answered 200; at least 8 are needed",
                 hits.len(),
                 a.opts.pairs
             ),
             evidence,
-            prompts: vec![a.estimate("shared prefix", Text::Filler, chars)],
+        )
+        .resting_on(
+            vec![a.estimate("shared prefix", Text::Filler, chars)],
             exchanges,
-        });
+        ));
     };
     evidence["u"] = json!(t.u);
     evidence["p_value"] = json!(t.p_value);
@@ -117,11 +117,8 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             mh, mm, t.p_value
         ))
     };
-    Ok(GateOutcome {
-        result,
-        reason,
-        evidence,
-        prompts: vec![a.estimate("shared prefix", Text::Filler, chars)],
+    Ok(GateOutcome::new(result, reason, evidence).resting_on(
+        vec![a.estimate("shared prefix", Text::Filler, chars)],
         exchanges,
-    })
+    ))
 }

@@ -82,47 +82,41 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             }
         }
     }
-    // 2. A negative max_tokens.
-    let mut body = a.body(0, "^status check", 4);
-    body["max_tokens"] = json!(-5);
-    let bytes = body.to_string().into_bytes();
-    let r = a
-        .client
-        .send_with(
-            &a.tenants[0],
-            Method::POST,
-            "/v1/completions",
-            Some(&bytes),
-            true,
-        )
-        .await?;
-    a.progress.inc(1);
-    checks.push(json!({"check": "max_tokens -5", "status": r.status}));
-    if r.status == 0 {
-        unanswered.push("max_tokens -5 got no answer".to_string());
-    } else if !(400..500).contains(&r.status) {
-        failures.push(format!("max_tokens -5 answered {}", r.status));
+    // 2–3. A negative max_tokens, and a body that is not JSON.
+    let mut negative = a.body(0, "^status check", 4);
+    negative["max_tokens"] = json!(-5);
+    let refusable: [(&str, &str, Vec<u8>); 2] = [
+        (
+            "max_tokens -5",
+            "max_tokens -5",
+            negative.to_string().into_bytes(),
+        ),
+        (
+            "malformed JSON",
+            "a malformed JSON body",
+            b"{\"model\": ".to_vec(),
+        ),
+    ];
+    for (check, what, bytes) in refusable {
+        let r = a
+            .client
+            .send_with(
+                &a.tenants[0],
+                Method::POST,
+                "/v1/completions",
+                Some(&bytes),
+                true,
+            )
+            .await?;
+        a.progress.inc(1);
+        checks.push(json!({"check": check, "status": r.status}));
+        if r.status == 0 {
+            unanswered.push(format!("{what} got no answer"));
+        } else if !(400..500).contains(&r.status) {
+            failures.push(format!("{what} answered {}", r.status));
+        }
+        exchanges.push(r.exchange);
     }
-    exchanges.push(r.exchange);
-    // 3. A body that is not JSON.
-    let r = a
-        .client
-        .send_with(
-            &a.tenants[0],
-            Method::POST,
-            "/v1/completions",
-            Some(b"{\"model\": "),
-            true,
-        )
-        .await?;
-    a.progress.inc(1);
-    checks.push(json!({"check": "malformed JSON", "status": r.status}));
-    if r.status == 0 {
-        unanswered.push("the malformed JSON body got no answer".to_string());
-    } else if !(400..500).contains(&r.status) {
-        failures.push(format!("a malformed JSON body answered {}", r.status));
-    }
-    exchanges.push(r.exchange);
     // 4. A truncated answer says so.
     let chars = a.chars_of(Text::Filler, ORDINARY_TOKENS);
     let text = prompts::filler(chars, &mut rng);
@@ -168,11 +162,10 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             "every rejection was a 4xx and the truncated answer said 'length'".to_string(),
         )
     };
-    Ok(GateOutcome {
+    Ok(GateOutcome::new(
         result,
         reason,
-        evidence: json!({"checks": checks, "failures": failures, "unanswered": unanswered}),
-        prompts: sizes,
-        exchanges,
-    })
+        json!({"checks": checks, "failures": failures, "unanswered": unanswered}),
+    )
+    .resting_on(sizes, exchanges))
 }

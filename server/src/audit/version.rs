@@ -116,13 +116,12 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         exchanges.push(r.exchange);
     }
     let Some(version) = version else {
-        return Ok(GateOutcome {
-            result: GateResult::Inconclusive,
-            reason: format!("the server declares no version ({})", looked.join("; ")),
-            evidence: json!({"version": null, "looked": looked}),
-            prompts: vec![],
-            exchanges,
-        });
+        return Ok(GateOutcome::new(
+            GateResult::Inconclusive,
+            format!("the server declares no version ({})", looked.join("; ")),
+            json!({"version": null, "looked": looked}),
+        )
+        .resting_on(vec![], exchanges));
     };
     let mut evidence = json!({"version": version, "source": source, "sglang": sglang});
     let reason = match (sglang, declared_release(&version)) {
@@ -160,13 +159,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             }
         }
     };
-    Ok(GateOutcome {
-        result: GateResult::Pass,
-        reason,
-        evidence,
-        prompts: vec![],
-        exchanges,
-    })
+    Ok(GateOutcome::new(GateResult::Pass, reason, evidence).resting_on(vec![], exchanges))
 }
 
 #[cfg(test)]
