@@ -237,12 +237,7 @@ fn a_server_that_declares_no_version_is_inconclusive_never_failed() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    let out = String::from_utf8_lossy(&o.stdout);
-    let g: serde_json::Value = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["gate"] == "version")
-        .unwrap_or_else(|| panic!("no version line in {out}"));
+    let g = common::gate_line(&o, "version");
     assert_eq!(g["result"], "inconclusive", "{g}");
     let reason = g["reason"].as_str().unwrap();
     assert!(reason.contains("declares no version"), "{reason}");

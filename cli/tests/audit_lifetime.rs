@@ -35,11 +35,7 @@ fn lifetime(fixes: &str) -> (Option<i32>, Value, AuditPredicate) {
         .arg(&key)
         .output()
         .unwrap();
-    let g = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["gate"] == "lifetime")
-        .unwrap_or_else(|| panic!("no lifetime line: {}", String::from_utf8_lossy(&o.stderr)));
+    let g = common::gate_line(&o, "lifetime");
     let bytes = std::fs::read(out.join("receipts/lifetime.receipt.json")).unwrap();
     let v = kvw_evidence::verify_statement(&bytes, &signer.public()).unwrap();
     (o.status.code(), g, v.parse::<AuditPredicate>().unwrap())

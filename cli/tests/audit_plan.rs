@@ -182,17 +182,12 @@ fn a_dry_run_and_a_refused_budget_send_no_prompt() {
     );
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("prompt tokens: estimate"), "{text}");
-    for gate in [
-        "calibration",
-        "version",
-        "capacity",
-        "admission",
-        "isolation",
-        "lifetime",
-        "status",
-        "prefix-cache",
-        "total",
-    ] {
+    // Calibration first, every gate, then the total.
+    let lines = ["calibration"]
+        .into_iter()
+        .chain(kvw_evidence::audit::GATES)
+        .chain(["total"]);
+    for gate in lines {
         assert!(
             text.lines().any(|l| l.trim_start().starts_with(gate)),
             "no {gate} line in {text}"

@@ -133,10 +133,7 @@ fn audit(url: &str) -> Audited {
         .arg(&key)
         .output()
         .unwrap();
-    let gates: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let gates = common::json_lines(&o.stdout);
     let receipts = gates
         .iter()
         .filter_map(|g| {

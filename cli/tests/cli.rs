@@ -93,33 +93,38 @@ fn probe_json_has_the_documented_fields() {
 
 #[test]
 fn bad_input_is_one_line_and_non_zero() {
-    assert_one_line_error(
-        &["probe", "incident", "--fixes", "kv-checksum,nope"],
-        "unknown fix 'nope'",
-    );
-    assert_one_line_error(
-        &["probe", "incident", "--page-size", "0"],
-        "page size must be at least 1",
-    );
-    assert_one_line_error(
-        &["probe", "incident", "--prefill-pool", "8"],
-        "prefill pool of 8 tokens is smaller than one page",
-    );
-    assert_one_line_error(
-        &["probe", "incident", "--seed", "18446744073709551616"],
-        "--seed",
-    );
-    assert_one_line_error(&["probe", "incident", "--seed", "-3"], "-3");
-    assert_one_line_error(&["probe", "incident", "--scale", "huge"], "huge");
-    assert_one_line_error(
-        &["probe", "incident", "--poison-on-free", "raise"],
-        "unknown poison-on-free mode 'raise'",
-    );
-    assert_one_line_error(
-        &["probe", "incident", "--lang", "fr"],
-        "unknown language 'fr'",
-    );
-    assert_one_line_error(&["probe", "nothing"], "nothing");
+    let cases: [(&[&str], &str); 9] = [
+        (
+            ["probe", "incident", "--fixes", "kv-checksum,nope"].as_slice(),
+            "unknown fix 'nope'",
+        ),
+        (
+            ["probe", "incident", "--page-size", "0"].as_slice(),
+            "page size must be at least 1",
+        ),
+        (
+            ["probe", "incident", "--prefill-pool", "8"].as_slice(),
+            "prefill pool of 8 tokens is smaller than one page",
+        ),
+        (
+            ["probe", "incident", "--seed", "18446744073709551616"].as_slice(),
+            "--seed",
+        ),
+        (["probe", "incident", "--seed", "-3"].as_slice(), "-3"),
+        (["probe", "incident", "--scale", "huge"].as_slice(), "huge"),
+        (
+            ["probe", "incident", "--poison-on-free", "raise"].as_slice(),
+            "unknown poison-on-free mode 'raise'",
+        ),
+        (
+            ["probe", "incident", "--lang", "fr"].as_slice(),
+            "unknown language 'fr'",
+        ),
+        (["probe", "nothing"].as_slice(), "nothing"),
+    ];
+    for (args, needle) in cases {
+        assert_one_line_error(args, needle);
+    }
 }
 
 #[test]

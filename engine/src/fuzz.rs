@@ -144,7 +144,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
             }
             if rng.random_bool(0.1) {
                 faults.push(Fault::DropWrite {
-                    nth: rng.random_range(0..8),
+                    nth: rng.random_range(0..8usize) as u32,
                 });
             }
             if rng.random_bool(0.25) {
@@ -154,7 +154,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
                     rng.random_range(900_000..1_300_000)
                 };
                 faults.push(Fault::LateWrite {
-                    nth: rng.random_range(0..8),
+                    nth: rng.random_range(0..8usize) as u32,
                     us,
                 });
             }
@@ -458,7 +458,7 @@ fn candidates(c: &Case) -> Vec<Case> {
 
 /// A case's requests as a receipt records them.
 pub fn case_requests(case: &Case) -> Vec<kvw_evidence::scenario::FuzzRequest> {
-    use kvw_evidence::scenario::{FuzzFault, FuzzRequest};
+    use kvw_evidence::scenario::FuzzRequest;
     case.requests
         .iter()
         .map(|r| FuzzRequest {
@@ -466,20 +466,7 @@ pub fn case_requests(case: &Case) -> Vec<kvw_evidence::scenario::FuzzRequest> {
             at_us: r.at_us,
             prompt_len: r.prompt_len,
             abort_after_us: r.abort_after_us,
-            faults: r
-                .faults
-                .iter()
-                .map(|f| match *f {
-                    Fault::Delay { us } => FuzzFault::Delay { us },
-                    Fault::DropWrite { nth } => FuzzFault::DropWrite { nth: nth as u32 },
-                    Fault::LateWrite { nth, us } => FuzzFault::LateWrite {
-                        nth: nth as u32,
-                        us,
-                    },
-                    Fault::LostAck => FuzzFault::LostAck,
-                    Fault::FanOut { peers } => FuzzFault::FanOut { peers },
-                })
-                .collect(),
+            faults: r.faults.clone(),
             reenters: r.reenters,
         })
         .collect()
@@ -489,7 +476,6 @@ pub fn case_requests(case: &Case) -> Vec<kvw_evidence::scenario::FuzzRequest> {
 pub fn case_from_requests(
     requests: &[kvw_evidence::scenario::FuzzRequest],
 ) -> Result<Case, String> {
-    use kvw_evidence::scenario::FuzzFault;
     let mut out = Vec::new();
     for r in requests {
         let tenant = TENANTS
@@ -504,20 +490,7 @@ pub fn case_from_requests(
             at_us: r.at_us,
             prompt_len: r.prompt_len,
             abort_after_us: r.abort_after_us,
-            faults: r
-                .faults
-                .iter()
-                .map(|f| match *f {
-                    FuzzFault::Delay { us } => Fault::Delay { us },
-                    FuzzFault::DropWrite { nth } => Fault::DropWrite { nth: nth as usize },
-                    FuzzFault::LateWrite { nth, us } => Fault::LateWrite {
-                        nth: nth as usize,
-                        us,
-                    },
-                    FuzzFault::LostAck => Fault::LostAck,
-                    FuzzFault::FanOut { peers } => Fault::FanOut { peers },
-                })
-                .collect(),
+            faults: r.faults.clone(),
             reenters: r.reenters,
         });
     }

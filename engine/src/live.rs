@@ -419,6 +419,7 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
                 let pages = prompt_tokens.div_ceil(page.max(1));
                 let room = sim.entries[idx as usize].room;
                 for nth in pages.saturating_sub(f.pages)..pages {
+                    let nth = u32::try_from(nth).unwrap_or(u32::MAX);
                     sim.channel
                         .inject(room, crate::transfer::Fault::LateWrite { nth, us: f.us });
                 }
@@ -490,17 +491,22 @@ mod tests {
     use crate::config::incident_config;
     use kvw_evidence::{Fix, PoisonMode, Scale};
 
-    fn engine(fixes: &[Fix], cache: PrefixCacheMode) -> LiveEngine {
+    /// The small shape the tests share, `page` tokens a page.
+    fn small(fixes: &[Fix], page: u32) -> ValidConfig {
         let mut probe = incident_config(Scale::Incident, fixes, PoisonMode::Off, 1)
             .unwrap()
             .into_inner();
         probe.context_len = 8192;
         probe.prefill_pool_tokens = 4096;
         probe.decode_pool_tokens = 16384;
-        probe.page_size = 16;
+        probe.page_size = page;
         probe.waiting_timeout_s = 2;
+        ValidConfig::new(probe).unwrap()
+    }
+
+    fn engine(fixes: &[Fix], cache: PrefixCacheMode) -> LiveEngine {
         LiveEngine::start(LiveConfig {
-            probe: ValidConfig::new(probe).unwrap(),
+            probe: small(fixes, 16),
             costs: live_costs(),
             prefix_cache: cache,
             cache_blocks: 4096,
@@ -630,16 +636,8 @@ mod tests {
     #[test]
     fn an_aborted_request_s_late_write_lands_in_the_next_tenant_s_page_without_deferred_release() {
         for (fixes, leaks) in [(vec![], true), (vec![Fix::DeferredRelease], false)] {
-            let mut probe = incident_config(Scale::Incident, &fixes, PoisonMode::Off, 1)
-                .unwrap()
-                .into_inner();
-            probe.context_len = 8192;
-            probe.prefill_pool_tokens = 4096;
-            probe.decode_pool_tokens = 16384;
-            probe.page_size = 64;
-            probe.waiting_timeout_s = 2;
             let e = LiveEngine::start(LiveConfig {
-                probe: ValidConfig::new(probe).unwrap(),
+                probe: small(&fixes, 64),
                 costs: live_costs(),
                 prefix_cache: PrefixCacheMode::Off,
                 cache_blocks: 0,

@@ -15,21 +15,9 @@ use std::collections::BTreeMap;
 use crate::policy::KvPoll;
 use crate::pool::WriterId;
 
-/// Injected transfer fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// Every write of the room lands this much later.
-    Delay { us: u64 },
-    /// The n-th write of the room never lands.
-    DropWrite { nth: usize },
-    /// The n-th write lands this much later than planned, even after an abort.
-    LateWrite { nth: usize, us: u64 },
-    /// The decode peer's drain ack never arrives.
-    LostAck,
-    /// The room's destination pages are spread over this many decode peers
-    /// (page-table index modulo `peers`), each of which acks on its own.
-    FanOut { peers: u32 },
-}
+/// Injected transfer fault: the receipt's vocabulary is the engine's, so a
+/// randomized case is signed as it ran.
+pub use kvw_evidence::scenario::FuzzFault as Fault;
 
 /// A posted page write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,8 +187,8 @@ impl TransferChannel {
             for f in &r.faults {
                 match *f {
                     Fault::Delay { us } => land += us,
-                    Fault::DropWrite { nth: n } if n == nth => dropped = true,
-                    Fault::LateWrite { nth: n, us } if n == nth => land += us,
+                    Fault::DropWrite { nth: n } if n as usize == nth => dropped = true,
+                    Fault::LateWrite { nth: n, us } if n as usize == nth => land += us,
                     _ => {}
                 }
             }

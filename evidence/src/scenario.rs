@@ -170,10 +170,16 @@ pub struct FuzzRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FuzzFault {
+    /// Every write of the room lands this much later.
     Delay { us: u64 },
+    /// The n-th write of the room never lands.
     DropWrite { nth: u32 },
+    /// The n-th write lands this much later than planned, even after an abort.
     LateWrite { nth: u32, us: u64 },
+    /// The decode peer's drain ack never arrives.
     LostAck,
+    /// The room's destination pages are spread over this many decode peers
+    /// (page-table index modulo `peers`), each of which acks on its own.
     FanOut { peers: u32 },
 }
 

@@ -179,6 +179,17 @@ struct Ask {
 }
 
 /// Parse the body into a JSON object, refusing what is not one.
+/// A tenant's request body as a JSON object: the tenant is checked first, so
+/// an unknown key is refused before its body is read.
+fn tenant_body(
+    s: &OpenAi,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    tenant(s, headers)?;
+    parse_body(body)
+}
+
 fn parse_body(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<serde_json::Map<String, Value>, ApiError> {
@@ -265,8 +276,7 @@ async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let ask = (|| {
-        tenant(&s, &headers)?;
-        let map = parse_body(body)?;
+        let map = tenant_body(&s, &headers, body)?;
         let prompt = prompt_of(&map)?;
         common(&s, &map, prompt, "max_tokens")
     })();
@@ -299,8 +309,7 @@ async fn tokenize(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let tokens = (|| {
-        tenant(&s, &headers)?;
-        let prompt = prompt_of(&parse_body(body)?)?;
+        let prompt = prompt_of(&tenant_body(&s, &headers, body)?)?;
         Ok::<_, ApiError>(kvw_engine::attention::encode(&prompt))
     })();
     match tokens {
@@ -320,8 +329,7 @@ async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let ask = (|| {
-        tenant(&s, &headers)?;
-        let map = parse_body(body)?;
+        let map = tenant_body(&s, &headers, body)?;
         let Some(Value::Array(messages)) = map.get("messages") else {
             return Err(
                 ApiError::bad_request("missing required field 'messages' (a list)")

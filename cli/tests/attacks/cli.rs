@@ -308,16 +308,7 @@ fn operator_file_cases() -> Vec<Case> {
         std::fs::remove_file(&step).unwrap();
         bad(&step);
         let mut cmd = Cmd::new(
-            args([
-                OsString::from("site"),
-                "build".into(),
-                "--bundle".into(),
-                w.bundle.clone().into(),
-                "--out".into(),
-                w.at("site").into(),
-                "--narratives".into(),
-                dir.into(),
-            ]),
+            crate::site::build_with(w, ["--narratives".into(), dir.into()]),
             refused(1, needle),
         );
         cmd.must_not_exist = Some(w.at("site"));

@@ -20,15 +20,21 @@ use kvw_testkit::hostile;
 use crate::harness::*;
 
 fn build(w: &Work) -> Vec<OsString> {
-    args([
+    build_with(w, ["--no-wasm".into()])
+}
+
+/// `kvw site build` of the work bundle into `site/`, with `extra` flags.
+pub fn build_with(w: &Work, extra: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut a = args([
         OsString::from("site"),
         "build".into(),
         "--bundle".into(),
         w.bundle.clone().into(),
         "--out".into(),
         w.at("site").into(),
-        "--no-wasm".into(),
-    ])
+    ]);
+    a.extend(extra);
+    a
 }
 
 /// `kvw site build` after `setup`: refused, `site/` never created.

@@ -44,6 +44,37 @@ fn vc(
     case(name, move |w| Cmd::new(setup(w), refused(1, needle)))
 }
 
+/// The leak receipt's payload text edited by `edit`, re-signed with the
+/// bundle key and the bundle resealed: refused with exit 1 and `needle`.
+fn forged(
+    name: &str,
+    needle: &'static str,
+    edit: impl Fn(String) -> String + Send + Sync + 'static,
+) -> Case {
+    v(name, needle, move |w| {
+        w.forge_text(LEAK, &edit);
+        w.reseal_all();
+    })
+}
+
+/// The leak receipt's statement edited as JSON, re-signed and resealed:
+/// refused with exit 1 and `needle`.
+fn restated(
+    name: &str,
+    needle: &'static str,
+    edit: impl Fn(&mut serde_json::Value) + Send + Sync + 'static,
+) -> Case {
+    v(name, needle, move |w| {
+        w.forge_statement(LEAK, &edit);
+        w.reseal_all();
+    })
+}
+
+/// An edit replacing the first `from` in a payload with `to`.
+fn replaced(from: &'static str, to: &'static str) -> impl Fn(String) -> String + Send + Sync {
+    move |t| t.replacen(from, to, 1)
+}
+
 pub fn cases() -> Vec<Case> {
     let mut c = Vec::new();
 
@@ -338,105 +369,85 @@ pub fn cases() -> Vec<Case> {
     }));
 
     // --- Forged receipts, signed with the bundle key (issue items 3, 5, 6).
-    c.push(v("duplicate-keys-last-wins-lie", "not canonical", |w| {
-        w.forge_text(LEAK, |t| {
-            t.replacen("\"leak\":true", "\"leak\":true,\"leak\":false", 1)
-        });
-        w.reseal_all();
-    }));
-    c.push(v("duplicate-top-level-member", "duplicate field", |w| {
-        w.forge_text(LEAK, |t| t.replacen('{', "{\"predicateType\":\"x\",", 1));
-        w.reseal_all();
-    }));
+    c.push(forged(
+        "duplicate-keys-last-wins-lie",
+        "not canonical",
+        replaced("\"leak\":true", "\"leak\":true,\"leak\":false"),
+    ));
+    c.push(forged(
+        "duplicate-top-level-member",
+        "duplicate field",
+        replaced("{", "{\"predicateType\":\"x\","),
+    ));
     c.push(v("pretty-printed-payload", "not canonical", |w| {
         let v: serde_json::Value = serde_json::from_slice(&w.payload(LEAK)).unwrap();
         w.sign_raw(LEAK, &serde_json::to_vec_pretty(&v).unwrap());
         w.reseal_all();
     }));
-    c.push(v("payload-key-order", "not canonical", |w| {
-        w.forge_text(LEAK, |t| {
-            // Move "_type" to the end.
-            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
-            let rest = t.replacen(&format!("\"_type\":{},", v["_type"]), "", 1);
-            format!("{},\"_type\":{}}}", &rest[..rest.len() - 1], v["_type"])
-        });
-        w.reseal_all();
+    c.push(forged("payload-key-order", "not canonical", |t| {
+        // Move "_type" to the end.
+        let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+        let rest = t.replacen(&format!("\"_type\":{},", v["_type"]), "", 1);
+        format!("{},\"_type\":{}}}", &rest[..rest.len() - 1], v["_type"])
     }));
-    c.push(v("number-spelled-with-fraction", "not canonical", |w| {
-        w.forge_text(LEAK, |t| {
-            t.replacen("\"http_status\":200", "\"http_status\":200.0", 1)
-        });
-        w.reseal_all();
+    c.push(forged(
+        "number-spelled-with-fraction",
+        "not canonical",
+        replaced("\"http_status\":200", "\"http_status\":200.0"),
+    ));
+    c.push(forged(
+        "number-with-exponent",
+        "not canonical",
+        replaced("\"http_status\":200", "\"http_status\":2e2"),
+    ));
+    c.push(forged(
+        "string-with-unicode-escape",
+        "not canonical",
+        replaced("\"incident\"", "\"\\u0069ncident\""),
+    ));
+    c.push(forged(
+        "trailing-newline-after-payload",
+        "not canonical",
+        |t| t + "\n",
+    ));
+    c.push(forged("trailing-garbage-after-payload", "not valid", |t| {
+        t + "{}"
     }));
-    c.push(v("number-with-exponent", "not canonical", |w| {
-        w.forge_text(LEAK, |t| {
-            t.replacen("\"http_status\":200", "\"http_status\":2e2", 1)
-        });
-        w.reseal_all();
-    }));
-    c.push(v("string-with-unicode-escape", "not canonical", |w| {
-        w.forge_text(LEAK, |t| {
-            t.replacen("\"incident\"", "\"\\u0069ncident\"", 1)
-        });
-        w.reseal_all();
-    }));
-    c.push(v("trailing-newline-after-payload", "not canonical", |w| {
-        w.forge_text(LEAK, |t| t + "\n");
-        w.reseal_all();
-    }));
-    c.push(v("trailing-garbage-after-payload", "not valid", |w| {
-        w.forge_text(LEAK, |t| t + "{}");
-        w.reseal_all();
-    }));
-    c.push(v("byte-order-mark", "not valid", |w| {
-        w.forge_text(LEAK, |t| format!("\u{feff}{t}"));
-        w.reseal_all();
+    c.push(forged("byte-order-mark", "not valid", |t| {
+        format!("\u{feff}{t}")
     }));
     c.push(v("subject-name-path-traversal", "subject", |w| {
         w.forge_predicate(LEAK, "../../escape.json", |_| {});
         w.reseal_all();
     }));
-    c.push(v("two-subjects", "2 subjects", |w| {
-        w.forge_statement(LEAK, |s| {
-            let first = s["subject"][0].clone();
-            s["subject"].as_array_mut().unwrap().push(first);
-        });
-        w.reseal_all();
+    c.push(restated("two-subjects", "2 subjects", |s| {
+        let first = s["subject"][0].clone();
+        s["subject"].as_array_mut().unwrap().push(first);
     }));
-    c.push(v("zero-subjects", "0 subjects", |w| {
-        w.forge_statement(LEAK, |s| s["subject"] = json!([]));
-        w.reseal_all();
+    c.push(restated("zero-subjects", "0 subjects", |s| {
+        s["subject"] = json!([])
     }));
-    c.push(v("subject-digest-wrong", "subject", |w| {
-        w.forge_text(LEAK, |t| {
-            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
-            let d = v["subject"][0]["digest"]["sha256"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            t.replacen(&d, &"0".repeat(64), 1)
-        });
-        w.reseal_all();
+    c.push(forged("subject-digest-wrong", "subject", |t| {
+        let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+        let d = v["subject"][0]["digest"]["sha256"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        t.replacen(&d, &"0".repeat(64), 1)
     }));
-    c.push(v("unknown-predicate-type", "unknown predicate", |w| {
-        w.forge_statement(LEAK, |s| {
-            s["predicateType"] = json!("https://kvwitness.dev/attestation/probe/v9")
-        });
-        w.reseal_all();
+    c.push(restated(
+        "unknown-predicate-type",
+        "unknown predicate",
+        |s| s["predicateType"] = json!("https://kvwitness.dev/attestation/probe/v9"),
+    ));
+    c.push(restated("statement-type-wrong", "_type", |s| {
+        s["_type"] = json!("https://in-toto.io/Statement/v0.1")
     }));
-    c.push(v("statement-type-wrong", "_type", |w| {
-        w.forge_statement(LEAK, |s| {
-            s["_type"] = json!("https://in-toto.io/Statement/v0.1")
-        });
-        w.reseal_all();
+    c.push(restated("unknown-statement-member", "unknown field", |s| {
+        s["extra"] = json!(1)
     }));
-    c.push(v("unknown-statement-member", "unknown field", |w| {
-        w.forge_statement(LEAK, |s| s["extra"] = json!(1));
-        w.reseal_all();
-    }));
-    c.push(v("unknown-predicate-member", "unknown field", |w| {
-        w.forge_statement(LEAK, |s| s["predicate"]["verdict"]["note"] = json!("fine"));
-        w.reseal_all();
+    c.push(restated("unknown-predicate-member", "unknown field", |s| {
+        s["predicate"]["verdict"]["note"] = json!("fine")
     }));
     c.push(v("trace-digest-wrong", "trace_sha256", |w| {
         w.forge_predicate(LEAK, "incident-walkthrough-fixes-none.json", |p| {
@@ -465,29 +476,19 @@ pub fn cases() -> Vec<Case> {
         });
         w.reseal_all();
     }));
-    c.push(v("seed-beyond-2-53", "outside the range", |w| {
-        w.forge_text(LEAK, |t| {
-            t.replacen("\"seed\":2026", "\"seed\":1152921504606846976", 1)
-        });
-        w.reseal_all();
+    c.push(forged(
+        "seed-beyond-2-53",
+        "outside the range",
+        replaced("\"seed\":2026", "\"seed\":1152921504606846976"),
+    ));
+    c.push(restated("decode-pool-2-62", "outside the range", |s| {
+        s["predicate"]["config"]["decode_pool_tokens"] = json!(1u64 << 62)
     }));
-    c.push(v("decode-pool-2-62", "outside the range", |w| {
-        w.forge_statement(LEAK, |s| {
-            s["predicate"]["config"]["decode_pool_tokens"] = json!(1u64 << 62)
-        });
-        w.reseal_all();
+    c.push(restated("negative-status", "not valid", |s| {
+        s["predicate"]["verdict"]["http_status"] = json!(-1)
     }));
-    c.push(v("negative-status", "not valid", |w| {
-        w.forge_statement(LEAK, |s| {
-            s["predicate"]["verdict"]["http_status"] = json!(-1)
-        });
-        w.reseal_all();
-    }));
-    c.push(v("fractional-status", "not valid", |w| {
-        w.forge_statement(LEAK, |s| {
-            s["predicate"]["verdict"]["http_status"] = json!(200.5)
-        });
-        w.reseal_all();
+    c.push(restated("fractional-status", "not valid", |s| {
+        s["predicate"]["verdict"]["http_status"] = json!(200.5)
     }));
     for (name, field, value, needle) in [
         (

@@ -69,3 +69,26 @@ pub fn serve_dir(dir: &std::path::Path, seconds: u32) -> Process {
 pub fn serve_openai(fixes: &str, cache: &str) -> Process {
     serve_openai_with(&KEYS, fixes, cache, &[])
 }
+
+/// The JSON objects among the lines `kvw audit --json` printed.
+pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The JSON line of `gate` in an audit's output (a panic naming the output
+/// when there is none).
+pub fn gate_line(o: &std::process::Output, gate: &str) -> serde_json::Value {
+    json_lines(&o.stdout)
+        .into_iter()
+        .find(|v| v["gate"] == gate)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {gate} line in {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+}

@@ -158,7 +158,13 @@ fn aborted_in_flight(setup: &Setup, nth: usize, fan_out: bool) -> (Ran, u32) {
     if fan_out {
         s.fault(acme, Fault::FanOut { peers: 2 });
     }
-    s.fault(acme, Fault::LateWrite { nth, us: 50_000 });
+    s.fault(
+        acme,
+        Fault::LateWrite {
+            nth: nth as u32,
+            us: 50_000,
+        },
+    );
     s.abort(12_000, acme);
     (s.run(), acme)
 }

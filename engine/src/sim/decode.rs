@@ -19,7 +19,7 @@ use super::prefill::answer_of;
 use super::Sim;
 use crate::attention::{self, k_code, v_code, SM_SCALE};
 use crate::policy::{self, Door, HandoffDecision, KvPoll, SessionEffect};
-use crate::req::{validate_input_length, FinishReason, Req};
+use crate::req::{FinishReason, Req};
 use crate::trace::{ranges, req_state};
 
 /// A request on the decode side.
@@ -99,19 +99,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
     }
     let original_len = req.input_len();
     let cap = sim.config.decode_input_cap();
-    let rejection = validate_input_length(original_len, cap);
-    sim.record(
-        i,
-        EventKind::InputCheck {
-            worker: Worker::Decode,
-            input_len: original_len as u64,
-            cap,
-            rejected: rejection.is_some(),
-        },
-    );
-    if let Some(msg) = rejection {
-        req.set_finish_with_abort(&msg, 400);
-    }
+    sim.check_input(i, &mut req, Worker::Decode, cap);
     sim.decode.prealloc_queue.push(DReq {
         req,
         idx: i,

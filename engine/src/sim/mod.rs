@@ -29,7 +29,7 @@ use crate::attention::HEAD_DIM;
 use crate::backend::Backend;
 use crate::policy::{Doors, FixSet};
 use crate::pool::{KvPool, WriterId};
-use crate::req::Req;
+use crate::req::{validate_input_length, Req};
 use crate::slots::SlotPool;
 use crate::trace::{ranges, Trace};
 use crate::transfer::TransferChannel;
@@ -363,6 +363,27 @@ impl<'b> Sim<'b> {
     pub fn record(&mut self, req: u32, kind: EventKind) -> usize {
         let rid = &self.entries[req as usize].rid;
         self.trace.record(req, rid, self.now, kind)
+    }
+
+    /// The scheduler's input-length check on `worker`
+    /// ([`validate_input_length`], `handle_generate_request` upstream),
+    /// recorded as an event; a prompt at or over `cap` is aborted with 400,
+    /// finished only when a door or the next update looks at it.
+    pub fn check_input(&mut self, i: u32, req: &mut Req, worker: Worker, cap: u64) {
+        let input_len = req.input_len();
+        let rejection = validate_input_length(input_len, cap);
+        self.record(
+            i,
+            EventKind::InputCheck {
+                worker,
+                input_len: input_len as u64,
+                cap,
+                rejected: rejection.is_some(),
+            },
+        );
+        if let Some(msg) = rejection {
+            req.set_finish_with_abort(&msg, 400);
+        }
     }
 
     /// Record an event and, for the probed request, the picture of `side`.

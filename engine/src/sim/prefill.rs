@@ -17,7 +17,7 @@ use kvw_kernels::cpu;
 use super::Sim;
 use crate::attention::{k_code, v_code};
 use crate::policy::{self, Door, KvPoll, ResultAction, SessionEffect};
-use crate::req::{validate_input_length, FinishReason, Req};
+use crate::req::{FinishReason, Req};
 use crate::trace::req_state;
 use crate::transfer::ChunkSend;
 
@@ -160,19 +160,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
         sim.resource(i, Worker::Prefill, RK::HicacheEntry, RA::Allocate, 0);
     }
     let cap = sim.prefill.cap;
-    let rejection = validate_input_length(original_len, cap);
-    sim.record(
-        i,
-        EventKind::InputCheck {
-            worker: Worker::Prefill,
-            input_len: original_len as u64,
-            cap,
-            rejected: rejection.is_some(),
-        },
-    );
-    if let Some(msg) = rejection {
-        req.set_finish_with_abort(&msg, 400);
-    }
+    sim.check_input(i, &mut req, Worker::Prefill, cap);
     match policy::entry_door_with(&req, sim.fixes, &sim.doors) {
         Door::Retire => {
             door(

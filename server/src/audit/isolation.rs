@@ -123,12 +123,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         }
     }
     let ok = seen.iter().filter(|s| s.status == 200).count();
-    let unanswered: Vec<usize> = seen
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.answered)
-        .map(|(k, _)| k)
-        .collect();
+    let unanswered = super::unanswered(seen.iter().map(|s| s.answered));
     let exchanges: Vec<Exchange> = seen.into_iter().map(|s| s.exchange).collect();
     let evidence = json!({
         "tenants": n, "warmers": warmers, "rounds": a.opts.rounds, "requests": exchanges.len(), "answered_200": ok,

@@ -128,12 +128,7 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
             take(1, r2?, true);
         }
     }
-    let unanswered: Vec<usize> = seen
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.answered)
-        .map(|(k, _)| k)
-        .collect();
+    let unanswered = super::unanswered(seen.iter().map(|s| s.answered));
     let t1_answers = seen.iter().filter(|s| s.tenant == 1).count();
     let exchanges: Vec<Exchange> = seen.into_iter().map(|s| s.exchange).collect();
     let evidence = json!({

@@ -226,6 +226,16 @@ pub fn silence(exchanges: &[Exchange]) -> Option<String> {
     })
 }
 
+/// The positions of the replies that were not answered, in order.
+pub fn unanswered(answered: impl IntoIterator<Item = bool>) -> Vec<usize> {
+    answered
+        .into_iter()
+        .enumerate()
+        .filter(|(_, a)| !a)
+        .map(|(k, _)| k)
+        .collect()
+}
+
 /// Number exchanges in order.
 pub fn numbered(mut ex: Vec<Exchange>) -> Vec<Exchange> {
     for (i, e) in ex.iter_mut().enumerate() {
