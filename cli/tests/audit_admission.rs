@@ -21,9 +21,8 @@ fn audit(url: &str, extra: &[&str]) -> (Option<i32>, Vec<Value>, String) {
         .args(extra)
         .output()
         .unwrap();
-    let gates = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let gates = common::json_lines(&o.stdout)
+        .into_iter()
         .filter(|v| v.get("gate").is_some())
         .collect();
     (
@@ -228,9 +227,17 @@ fn a_server_that_dies_or_stalls_mid_audit_is_a_finding_naming_the_request() {
         }
         let iso = gate(&gates, "isolation");
         assert_eq!(iso["result"], "inconclusive", "{iso}");
+        // The first request without a response is named. The gate sends
+        // its documents concurrently, so one the relay let through before
+        // the cut may still be answered after it: either wording names it.
         let reason = iso["reason"].as_str().unwrap();
-        assert!(reason.contains("stopped answering at exchange"), "{reason}");
+        assert!(reason.contains("got no response"), "{reason}");
         assert!(reason.contains("POST /v1/completions"), "{reason}");
+        assert!(
+            reason.contains("the server stopped answering at exchange")
+                || reason.contains("later ones were answered"),
+            "{reason}"
+        );
         drop(relay);
     }
 }
