@@ -13,7 +13,8 @@
 // page's <html lang>), sync-url (present: the replay writes #step-N into the
 // host page's address; absent: the host's address is never touched). The
 // arrow keys step the replay while it has focus. The element gets
-// data-kvw-ready="1" once mounted.
+// data-kvw-ready="1" once a verified replay is mounted, and data-kvw-error
+// with the reason when the receipt cannot be fetched or does not verify.
 
 const base = new URL(".", import.meta.url);
 const explorers = new Map();
@@ -56,16 +57,19 @@ class KvwReplay extends HTMLElement {
       ? new URL(this.getAttribute("key"), document.baseURI).href
       : new URL("kvw.pub.json", base).href;
     const lang = (this.getAttribute("lang") || document.documentElement.lang || "en").toLowerCase().startsWith("it") ? "it" : "en";
+    const fallback = [...this.querySelectorAll(":scope > [data-kvw-fallback]")];
     try {
       const module = await loadExplorer(lang);
-      for (const child of this.querySelectorAll(":scope > [data-kvw-fallback]")) child.remove();
+      for (const child of fallback) child.remove();
       await module.mount_to(this, receipt, key, lang, this.hasAttribute("sync-url"));
     } catch (error) {
+      // Nothing was mounted (the receipt or key could not be fetched, or the
+      // build did not load): say why, and keep the link to the static page.
       this.dataset.kvwError = String(error);
       const p = document.createElement("p");
       p.setAttribute("role", "alert");
       p.textContent = `The replay could not be loaded: ${error}`;
-      this.append(p);
+      this.append(p, ...fallback);
     }
   }
 }

@@ -482,7 +482,10 @@ pub async fn compare() {
 
 /// Mount the replay of the receipt at `receipt_url`, verified with the key at
 /// `public_key_url`, into `element`. `lang` is `en` or `it`; `sync_url` lets
-/// the replay write `#step-N` into the host page's address.
+/// the replay write `#step-N` into the host page's address. A receipt or key
+/// that cannot be fetched is an error (the element's `data-kvw-error`, set
+/// by `embed.js`); one that does not verify mounts its warning, never a
+/// replay, and puts the reason in `data-kvw-error` too (`site/EMBED.md`).
 #[wasm_bindgen]
 pub async fn mount_to(
     element: web_sys::HtmlElement,
@@ -496,11 +499,19 @@ pub async fn mount_to(
     let public_key = fetch_text(&public_key_url)
         .await
         .map_err(|e| JsValue::from_str(&e))?;
-    let shown = verify_fetched(&receipt_url, start_fetch(&receipt_url), &public_key).await;
+    let stem = stem_of(&receipt_url);
+    let bytes = fetch_bytes(&receipt_url)
+        .await
+        .map_err(|e| JsValue::from_str(&e))?;
+    let shown = trust::check_bytes(&stem, &bytes, &public_key);
+    let refused = match &shown {
+        Shown::Rejected { reason, .. } => Some(reason.clone()),
+        _ => None,
+    };
     let data = PageData {
         lang,
         root: String::new(),
-        receipt: stem_of(&receipt_url),
+        receipt: stem,
         narratives: Vec::new(),
         engine_source_base: DEFAULT_ENGINE_SOURCE_BASE.to_string(),
         receipt_sha256: String::new(),
@@ -529,6 +540,13 @@ pub async fn mount_to(
         view! { <div class="kvw-embed-root"><TrustBanner/><Replay/></div> }
     })
     .forget();
-    let _ = element.set_attribute("data-kvw-ready", "1");
+    match refused {
+        Some(reason) => {
+            let _ = element.set_attribute("data-kvw-error", &reason);
+        }
+        None => {
+            let _ = element.set_attribute("data-kvw-ready", "1");
+        }
+    }
     Ok(())
 }

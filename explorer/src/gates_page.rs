@@ -166,7 +166,7 @@ pub fn GatesView(
     tables.sort_by_key(|t| (t.predicate.fixes.len(), t.stem.clone()));
     let intro = lang.pick(
         "Every scenario run under a set of fixes, grouped by the four acceptance gates (pool / context, reject / admission, transfer / read, lifetime / ownership). A defense that was off is reported as not exercised, never as a pass. Each scenario links to the replay of its run.",
-        "Ogni scenario eseguito con un insieme di correzioni, raggruppato per i quattro gate di accettazione (pool / contesto, rifiuto / ammissione, trasferimento / lettura, durata / proprietà). Una difesa spenta risulta non esercitata, mai superata. Ogni scenario rimanda alla replica della sua esecuzione.",
+        "Ogni scenario eseguito con un insieme di correzioni, raggruppato per i quattro gate di accettazione (pool / contesto, rifiuto / ammissione, trasferimento / lettura, ciclo di vita / appartenenza). Una difesa spenta risulta non esercitata, mai superata. Ogni scenario rimanda alla riproduzione della sua esecuzione.",
     );
     view! {
         <article class="gates-page">

@@ -58,7 +58,7 @@ pub fn page_changes(before: &[PageSnapshot], after: &[PageSnapshot], lang: Lang)
         let (b_owner, b_writer) = b.map_or((None, None), |b| (b.owner.clone(), b.writer.clone()));
         if a.owner != b_owner {
             match (&b_owner, &a.owner) {
-                (_, Some(o)) => out.push(say("reserved by", "riservata da", a.page, o)),
+                (_, Some(o)) => out.push(say("reserved by", "prenotata da", a.page, o)),
                 (Some(o), None) => out.push(say("freed by", "liberata da", a.page, o)),
                 (None, None) => {}
             }

@@ -196,8 +196,13 @@ pub fn page_title(entry: Option<&CatalogEntry>, stem: &str, lang: Lang) -> Strin
     } else {
         lang.pick("no leak", "nessuna fuga")
     };
+    // The tab says what the page is before which run it shows.
+    let what = lang.pick(
+        "SGLang PD KV-cache leak, signed replay",
+        "Fuga di cache KV in SGLang PD, riproduzione firmata",
+    );
     format!(
-        "{} · HTTP {} {verdict} — kvwitness",
+        "{what}: {} → HTTP {} {verdict} — kvwitness",
         run_label(entry, stem, lang),
         e.http_status
     )

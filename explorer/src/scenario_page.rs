@@ -141,7 +141,7 @@ fn TwinCompare(
                 <thead><tr>
                     <th scope="col">{lang.pick("Fact", "Dato")}</th>
                     <th scope="col">{lang.pick("This run", "Questa esecuzione")}</th>
-                    <th scope="col"><a href=format!("{stem}.html")>{lang.pick("That run", "Quella esecuzione")}</a></th>
+                    <th scope="col"><a href=format!("{stem}.html")>{lang.pick("That run", "L'altra esecuzione")}</a></th>
                 </tr></thead>
                 <tbody>
                     {rows.into_iter().map(|(k, a, b)| view! { <tr><th scope="row">{k}</th><td>{a}</td><td>{b}</td></tr> }).collect_view()}
@@ -222,7 +222,7 @@ fn ScenarioStep(n: usize, event: Event, picture: Picture, lang: Lang) -> impl In
             .into_any()
         }
         Picture::None => view! {
-            <p class="sc-held">{lang.pick("No pages reserved yet", "Nessuna pagina ancora riservata")}</p>
+            <p class="sc-held">{lang.pick("No pages reserved yet", "Nessuna pagina ancora prenotata")}</p>
         }
         .into_any(),
     };

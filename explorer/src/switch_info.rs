@@ -98,7 +98,7 @@ const INFO: [SwitchInfo; 9] = [
         },
         what: (
             "Pages of an aborted request stay reserved until late writes into them have drained.",
-            "Le pagine di una richiesta annullata restano riservate finché le scritture in ritardo non sono terminate.",
+            "Le pagine di una richiesta interrotta restano trattenute finché le scritture in ritardo non sono terminate.",
         ),
     },
     SwitchInfo {
@@ -106,7 +106,7 @@ const INFO: [SwitchInfo; 9] = [
         origin: Origin::OwnDefense,
         what: (
             "Freed pages are zeroed, so nobody's old bytes can be read again.",
-            "Le pagine liberate vengono azzerate: i vecchi byte di nessuno possono essere riletti.",
+            "Le pagine liberate vengono azzerate: nessuno può più rileggerne i vecchi byte.",
         ),
     },
     SwitchInfo {

@@ -119,7 +119,7 @@ fn the_pre_fix_counterexample_replays_with_the_incident_shape() {
     for italian in [
         "Decisione: ",
         "Req letta: ",
-        "pagina 0 riservata da r0",
+        "pagina 0 prenotata da r0",
         "r0 legge le pagine",
         "Violata: isolation",
         "stati esplorati: ",

@@ -77,48 +77,44 @@ fn every_step_state_and_response_is_in_the_static_html() {
             "no wasm was given, so no script"
         );
         assert_eq!(predicate.steps.len(), 7);
+        // The tab names what the page is, then the run and its outcome.
+        assert!(
+            html.contains("<title>SGLang PD KV-cache leak, signed replay: "),
+            "{stem}: title"
+        );
+        // The page holds `text` (escaped), or the assertion names `what`.
+        let has = |text: &str, what: &str, step: u8| {
+            assert!(
+                html.contains(&escaped(text)),
+                "{stem}: {what} of step {step}"
+            )
+        };
         for step in &predicate.steps {
             assert!(
                 html.contains(&format!("id=\"step-{}\"", step.step)),
                 "{stem}: step {} missing",
                 step.step
             );
-            assert!(
-                html.contains(&escaped(probe::step_name(step.step, probe::Lang::En))),
-                "{stem}: name of step {}",
-                step.step
+            has(
+                probe::step_name(step.step, probe::Lang::En),
+                "name",
+                step.step,
             );
             for sentence in probe::step_sentences(step, probe::Lang::En) {
-                assert!(
-                    html.contains(&escaped(&sentence)),
-                    "{stem}: sentence of step {}: {sentence}",
-                    step.step
-                );
+                has(&sentence, "a sentence", step.step);
             }
             if let Some(state) = &step.state {
-                assert!(
-                    html.contains(&escaped(probe::door_name(state.door))),
-                    "{stem}: door of step {}",
-                    step.step
-                );
-                assert!(
-                    html.contains(&escaped(probe::decision(state.decision, probe::Lang::En))),
-                    "{stem}: decision of step {}",
-                    step.step
+                has(probe::door_name(state.door), "door", step.step);
+                has(
+                    probe::decision(state.decision, probe::Lang::En),
+                    "decision",
+                    step.step,
                 );
                 if let Some(to_finish) = &state.to_finish {
-                    assert!(
-                        html.contains(&escaped(&probe::finish_reason(to_finish))),
-                        "{stem}: to_finish of step {}",
-                        step.step
-                    );
+                    has(&probe::finish_reason(to_finish), "to_finish", step.step);
                 }
                 let lengths = format!("{} → {}", state.original_prompt_len, state.origin_input_len);
-                assert!(
-                    html.contains(&lengths),
-                    "{stem}: prompt lengths of step {}",
-                    step.step
-                );
+                has(&lengths, "prompt lengths", step.step);
             }
         }
         let verdict = &predicate.verdict;

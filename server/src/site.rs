@@ -12,7 +12,10 @@
 //!   component over 255 bytes 404, never a 500.
 //!
 //! A file with a precompressed twin (`x.js.br`, `x.js.gz`) is answered with
-//! the twin when the client accepts that encoding; pages are sent with
+//! the twin when the client accepts that encoding and every twin is a
+//! regular file no older than the file itself; a file changed after the
+//! build (or a twin that is a link) is sent as it is, so one URL never
+//! serves two different contents. Pages are sent with
 //! `Cache-Control: no-cache`, other files with a short max-age. Responses
 //! allow cross-origin GETs so a page elsewhere can embed a replay, and carry
 //! the site's Content-Security-Policy (the one its pages also state in a
@@ -98,7 +101,11 @@ fn status(code: StatusCode) -> Response {
 
 /// Refuse request paths that leave the root, name dotfiles or links, or are
 /// too long; turn any server error of the file service into 404.
-async fn guard(State(root): State<Arc<PathBuf>>, request: Request<Body>, next: Next) -> Response {
+async fn guard(
+    State(root): State<Arc<PathBuf>>,
+    mut request: Request<Body>,
+    next: Next,
+) -> Response {
     let target_len = request
         .uri()
         .path_and_query()
@@ -106,8 +113,11 @@ async fn guard(State(root): State<Arc<PathBuf>>, request: Request<Body>, next: N
     if target_len > MAX_TARGET {
         return status(StatusCode::URI_TOO_LONG);
     }
-    if !allowed(&root, request.uri().path()) {
+    let Some(file) = resolved(&root, request.uri().path()) else {
         return status(StatusCode::NOT_FOUND);
+    };
+    if !twins_current(&file) {
+        request.headers_mut().remove(header::ACCEPT_ENCODING);
     }
     let html = {
         let p = request.uri().path();
@@ -132,26 +142,48 @@ async fn guard(State(root): State<Arc<PathBuf>>, request: Request<Body>, next: N
     response
 }
 
-/// Whether `path` (as in the request, percent-encoded) names something
-/// inside `root` reachable without links or dotfiles.
-fn allowed(root: &Path, path: &str) -> bool {
-    let Ok(decoded) = percent_encoding::percent_decode_str(path).decode_utf8() else {
-        return false;
+/// The precompressed twins the file service may answer for a file.
+const TWINS: [&str; 2] = ["br", "gz"];
+
+/// Whether every precompressed twin of `file` that exists is a regular file
+/// at least as new as `file` (the site builder writes twins after their
+/// file). A file edited after the build, or a twin that is a link or a
+/// folder, makes the file be served as it is.
+fn twins_current(file: &Path) -> bool {
+    let Ok(made) = file.metadata().and_then(|m| m.modified()) else {
+        return true;
     };
+    TWINS.iter().all(|ext| {
+        let mut name = file.as_os_str().to_owned();
+        name.push(".");
+        name.push(ext);
+        match Path::new(&name).symlink_metadata() {
+            Err(_) => true,
+            Ok(meta) => meta.is_file() && meta.modified().is_ok_and(|t| t >= made),
+        }
+    })
+}
+
+/// What `path` (as in the request, percent-encoded) names inside `root`
+/// (a folder's `index.html` for a folder), when it is reachable without
+/// links or dotfiles.
+fn resolved(root: &Path, path: &str) -> Option<PathBuf> {
+    let decoded = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()?;
     let mut at = root.to_path_buf();
     for component in decoded.split('/').filter(|c| !c.is_empty()) {
         if component.starts_with('.')
             || component.len() > MAX_COMPONENT
             || component.contains(['\\', '\0'])
         {
-            return false;
+            return None;
         }
         at.push(component);
         match at.symlink_metadata() {
-            Ok(meta) if meta.file_type().is_symlink() => return false,
+            Ok(meta) if meta.file_type().is_symlink() => return None,
             Ok(meta) if meta.is_dir() || meta.is_file() => {}
-            Ok(_) => return false,
-            Err(_) => return false,
+            Ok(_) | Err(_) => return None,
         }
     }
     // A folder is served as its index.html: no link there either.
@@ -159,9 +191,10 @@ fn allowed(root: &Path, path: &str) -> bool {
         let index = at.join("index.html");
         if let Ok(meta) = index.symlink_metadata() {
             if !meta.is_file() {
-                return false;
+                return None;
             }
         }
+        return Some(index);
     }
-    true
+    Some(at)
 }

@@ -273,6 +273,27 @@ test("the embed example mounts a verified replay", async () => {
   assert.deepEqual(page.errors, []);
 });
 
+test("an embed of a missing receipt reports the error and keeps its fallback link", async () => {
+  const page = await newPage();
+  await page.goto(base + "embed-example.html");
+  await page.waitForSelector('kvw-replay[data-kvw-ready="1"]', { timeout: 20_000 });
+  await page.evaluate(() => {
+    const el = document.createElement("kvw-replay");
+    el.id = "missing";
+    el.setAttribute("src", "receipts/no-such-receipt.json");
+    el.innerHTML = '<p data-kvw-fallback><a href="en/no-such-receipt.html">Open the replay</a></p>';
+    document.querySelector("main").append(el);
+  });
+  await page.waitForSelector("#missing[data-kvw-error]", { timeout: 20_000 });
+  const el = page.locator("#missing");
+  assert.match(await el.getAttribute("data-kvw-error"), /HTTP 404/);
+  assert.equal(await el.getAttribute("data-kvw-ready"), null);
+  assert.match(await el.locator('[role="alert"]').textContent(), /could not be loaded: HTTP 404/);
+  assert.doesNotMatch(await el.textContent(), /did not pass verification/);
+  assert.equal(await el.locator("[data-kvw-fallback] a").count(), 1, "the static link stays");
+  assert.equal(await el.locator("section.step").count(), 0);
+});
+
 test("each language's pages and embeds load that language's build", async () => {
   const stem = defaultStem(site);
   const builds = async (url) => {
@@ -483,6 +504,11 @@ test("a tampered receipt file says not verified on every route to it", async () 
       assert.equal(await page.locator("section.step").count(), 0, `${route}: no step of the forged receipt drawn`);
       if (route !== "embed") {
         assert.ok(await page.locator("#kvw-back, #kvw-warning a").first().isVisible(), `${route}: a way back`);
+      } else {
+        // The host page can tell: the reason in data-kvw-error, never "ready".
+        const embed = page.locator("kvw-replay");
+        assert.ok(await embed.getAttribute("data-kvw-error"), "embed: data-kvw-error set");
+        assert.equal(await embed.getAttribute("data-kvw-ready"), null, "embed: not ready");
       }
       console.log(`tampered ${stem}.json via ${route}: ${text.replace(/\s+/g, " ").trim().slice(0, 120)}`);
       if (route === "landing") await shot(page, "tampered-landing", false);

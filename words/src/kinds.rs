@@ -12,6 +12,9 @@ fn fixes(fixes: &[Fix]) -> String {
     kvw_evidence::FixSet::new(fixes).to_string()
 }
 
+/// The English noun these labels count requests with.
+const REQUEST: [&str; 2] = ["request", "requests"];
+
 /// What was run, in a few words.
 pub fn label(f: &OtherFacts) -> String {
     match f {
@@ -22,7 +25,13 @@ pub fn label(f: &OtherFacts) -> String {
             fixes: on,
             ..
         } => format!(
-            "model check, {requests} request(s), {tenants} tenant(s), {decode_pages} decode pages, fixes={}",
+            "model check, {}, {}, {decode_pages} decode pages, fixes={}",
+            Lang::En.count(u64::from(*requests), REQUEST, REQUEST),
+            Lang::En.count(
+                u64::from(*tenants),
+                ["tenant", "tenants"],
+                ["tenant", "tenant"]
+            ),
             fixes(on)
         ),
         OtherFacts::Scenario {
@@ -94,8 +103,10 @@ pub fn outcome(f: &OtherFacts) -> String {
             ..
         } => match shrunk {
             Some(c) => format!(
-                "{violating_runs} violating run(s); shrunk to {} request(s): {}",
-                c.requests, c.invariant
+                "{}; shrunk to {}: {}",
+                Lang::En.count(*violating_runs, ["violating run", "violating runs"], ["", ""]),
+                Lang::En.count(c.requests, REQUEST, REQUEST),
+                c.invariant
             ),
             None => "no invariant broken".into(),
         },

@@ -105,6 +105,27 @@ impl Lang {
         }
     }
 
+    /// `n` and its noun in the number `n` takes ("1 page", "8 pages",
+    /// "1 pagina", "8 pagine"), so that no sentence says "page(s)" or
+    /// "pagina/e".
+    pub fn count(self, n: u64, en: [&str; 2], it: [&str; 2]) -> String {
+        format!("{n} {}", self.agree(n, en, it))
+    }
+
+    /// The form of a word that agrees in number with `n` (a noun, or an
+    /// Italian participle or verb after one).
+    pub fn agree<'a>(self, n: u64, en: [&'a str; 2], it: [&'a str; 2]) -> &'a str {
+        let [one, many] = match self.spoken() {
+            Lang::En => en,
+            Lang::It => it,
+        };
+        if n == 1 {
+            one
+        } else {
+            many
+        }
+    }
+
     /// Pick the text of this language.
     pub fn pick<'a>(self, en: &'a str, it: &'a str) -> &'a str {
         match self.spoken() {

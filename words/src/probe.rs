@@ -160,11 +160,11 @@ fn stop(c: StopCause, lang: Lang) -> &'static str {
     match c {
         StopCause::RetiredAtPrefillDoor => lang.pick(
             "Not reached: prefill's entry door retired the request (PR #38935) before any bootstrap or forward.",
-            "Non raggiunto: la porta d'ingresso di prefill ha ritirato la richiesta (PR #38935) prima di bootstrap e forward.",
+            "Non raggiunto: l'ingresso di prefill ha ritirato la richiesta (PR #38935) prima di bootstrap e forward.",
         ),
         StopCause::RetiredAtDecodeDoor => lang.pick(
             "Not reached: decode's entry door retired the request (PR #38935) before reserving pages.",
-            "Non raggiunto: la porta d'ingresso di decode ha ritirato la richiesta (PR #38935) prima di prenotare pagine.",
+            "Non raggiunto: l'ingresso di decode ha ritirato la richiesta (PR #38935) prima di prenotare pagine.",
         ),
         StopCause::ResultRetired => lang.pick(
             "Not reached: prefill retired the aborted result (PR #36988), so no handoff reached decode.",
@@ -187,7 +187,7 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
     match c {
         Claim::Dispatched { prompt_len, room } => say!(lang,
             "The router sent the {prompt_len}-token prompt to prefill and to decode, naming bootstrap room {room} for the handoff.",
-            "Il router ha inviato il prompt di {prompt_len} token a prefill e a decode, indicando la stanza di bootstrap {room} per l'handoff.",
+            "Il router ha inviato il prompt di {prompt_len} token a prefill e a decode, indicando la room di bootstrap {room} per l'handoff.",
             prompt_len = prompt_len, room = room),
         Claim::InputRejected { worker: w, input_len, cap } => say!(lang,
             "{w}'s input check rejected {input_len} tokens (cap {cap}): set_finish_with_abort put the rejection in to_finish and replaced the prompt with a 1-token placeholder; finished() stays false.",
@@ -205,7 +205,7 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
             };
             say!(lang,
                 "Door {door}: finished() → {finished}, {pending}; the request was {d}.",
-                "Porta {door}: finished() → {finished}, {pending}; la richiesta è stata {d}.",
+                "Ingresso {door}: finished() → {finished}, {pending}; la richiesta è stata {d}.",
                 door = door_name(*door), finished = finished, pending = pending, d = decision(*d, lang))
         }
         Claim::Reserved { pages, tokens, page_size, previously_written } => say!(lang,
@@ -217,20 +217,22 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
             "Su decode non è stato creato alcun receiver KV né prenotata alcuna pagina per questa richiesta.",
         ).to_string(),
         Claim::Forwarded { tokens, prompt_len, pages } => say!(lang,
-            "The prefill forward computed KV for {tokens} of the {prompt_len} prompt tokens, in {pages} prefill page(s).",
-            "Il forward di prefill ha calcolato la KV di {tokens} dei {prompt_len} token del prompt, in {pages} pagina/e di prefill.",
-            tokens = tokens, prompt_len = prompt_len, pages = pages),
+            "The prefill forward computed KV for {tokens} of the {prompt_len} prompt tokens, in {pages}.",
+            "Il forward di prefill ha calcolato la KV di {tokens} dei {prompt_len} token del prompt, in {pages}.",
+            tokens = tokens, prompt_len = prompt_len,
+            pages = lang.count(*pages, ["prefill page", "prefill pages"], ["pagina di prefill", "pagine di prefill"])),
         Claim::HandoffSent { pages_sent, pages_reserved, tokens_covered, prompt_len, with_checksum, stale_tail_slots } => {
             let mut s = say!(lang,
-                "Prefill sent {pages_sent} page(s) with the final flag while decode had reserved {pages_reserved}: the handoff covers {tokens_covered} of {prompt_len} prompt tokens, yet it will report complete.",
-                "Prefill ha inviato {pages_sent} pagina/e con il flag finale mentre decode ne aveva prenotate {pages_reserved}: l'handoff copre {tokens_covered} di {prompt_len} token del prompt, eppure risulterà completo.",
-                pages_sent = pages_sent, pages_reserved = pages_reserved, tokens_covered = tokens_covered, prompt_len = prompt_len);
+                "Prefill sent {pages_sent} with the final flag while decode had reserved {pages_reserved}: the handoff covers {tokens_covered} of {prompt_len} prompt tokens, yet it will report complete.",
+                "Prefill ha inviato {pages_sent} con il flag finale mentre decode ne aveva prenotate {pages_reserved}: l'handoff copre {tokens_covered} di {prompt_len} token del prompt, eppure risulterà completo.",
+                pages_sent = lang.count(*pages_sent, ["page", "pages"], ["pagina", "pagine"]), pages_reserved = pages_reserved, tokens_covered = tokens_covered, prompt_len = prompt_len);
             if *stale_tail_slots > 0 {
                 s += " ";
                 s += &say!(lang,
-                    "A transfer moves whole pages: {stale_tail_slots} slot(s) of the last page carry what prefill's page held before.",
-                    "Un trasferimento sposta pagine intere: {stale_tail_slots} slot dell'ultima pagina portano ciò che la pagina di prefill conteneva prima.",
-                    stale_tail_slots = stale_tail_slots);
+                    "A transfer moves whole pages: {stale_tail_slots} of the last page {carry} what prefill's page held before.",
+                    "Un trasferimento sposta pagine intere: {stale_tail_slots} dell'ultima pagina {carry} ciò che la pagina di prefill conteneva prima.",
+                    stale_tail_slots = lang.count(*stale_tail_slots, ["slot", "slots"], ["slot", "slot"]),
+                    carry = lang.agree(*stale_tail_slots, ["carries", "carry"], ["porta", "portano"]));
             }
             if *with_checksum {
                 s += " ";
@@ -268,18 +270,19 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
             s
         }
         Claim::LaterForeignReads { decode_step, pages } => say!(lang,
-            "At decode step {decode_step}, {pages} page(s) of the read set held bytes another request wrote.",
-            "Al passo di decode {decode_step}, {pages} pagina/e lette contenevano byte scritti da un'altra richiesta.",
-            decode_step = decode_step, pages = pages),
+            "At decode step {decode_step}, {pages} of the read set {held} bytes another request wrote.",
+            "Al passo di decode {decode_step}, tra le pagine lette, {pages} {held} byte scritti da un'altra richiesta.",
+            decode_step = decode_step, pages = lang.count(*pages, ["page", "pages"], ["pagina", "pagine"]),
+            held = lang.agree(*pages, ["held", "held"], ["conteneva", "contenevano"])),
         Claim::PoisonFound { pages, mode } => match mode {
             PoisonMode::Refuse => say!(lang,
-                "poison-on-free found {pages} freed page(s) in the read set and aborted the request before attention read them.",
-                "poison-on-free ha trovato {pages} pagina/e liberate tra quelle da leggere e ha interrotto la richiesta prima della lettura.",
-                pages = pages),
+                "poison-on-free found {pages} in the read set and aborted the request before attention read them.",
+                "poison-on-free ha trovato {pages} tra quelle da leggere e ha interrotto la richiesta prima della lettura.",
+                pages = lang.count(*pages, ["freed page", "freed pages"], ["pagina liberata", "pagine liberate"])),
             _ => say!(lang,
-                "poison-on-free logged {pages} freed page(s) in the read set and let the read go on.",
-                "poison-on-free ha registrato {pages} pagina/e liberate tra quelle lette e ha lasciato proseguire la lettura.",
-                pages = pages),
+                "poison-on-free logged {pages} in the read set and let the read go on.",
+                "poison-on-free ha registrato {pages} tra quelle lette e ha lasciato proseguire la lettura.",
+                pages = lang.count(*pages, ["freed page", "freed pages"], ["pagina liberata", "pagine liberate"])),
         },
         Claim::TagRefused { index, page } => say!(lang,
             "Page tags refused page {page} (entry {index} of the page table): its owner tag is not this request's. The read failed closed.",
@@ -375,28 +378,55 @@ pub fn verdict_line(v: &Verdict<'_>, lang: Lang) -> String {
     let status = v.http_status;
     let foreign = v.foreign_pages_read;
     match v.outcome {
-        Outcome::Leak if !v.tenants_leaked.is_empty() => say!(lang,
-            "LEAK: HTTP {status} for tenant {me} carrying {who}'s canary; {foreign} foreign page(s) read.",
-            "FUGA: HTTP {status} per il tenant {me} con il canary di {who}; {foreign} pagina/e altrui lette.",
-            status = status, me = me, who = v.tenants_leaked.join(", "), foreign = foreign),
-        Outcome::Leak => say!(lang,
-            "LEAK: HTTP {status} computed over {foreign} page(s) of other requests.",
-            "FUGA: HTTP {status} calcolato su {foreign} pagina/e di altre richieste.",
-            status = status, foreign = foreign),
-        Outcome::WrongAnswer => lang.pick(
-            "No foreign data, but HTTP 200 with a wrong answer.",
-            "Nessun dato altrui, ma HTTP 200 con una risposta sbagliata.",
-        ).to_string(),
-        Outcome::Correct => lang.pick(
-            "Correct: HTTP 200 with the request's own text.",
-            "Corretto: HTTP 200 con il testo della richiesta stessa.",
-        ).to_string(),
+        Outcome::Leak if !v.tenants_leaked.is_empty() => say!(
+            lang,
+            "LEAK: HTTP {status} for tenant {me} carrying {who}'s canary; {foreign} read.",
+            "FUGA: HTTP {status} per il tenant {me} con il canary di {who}; {foreign}.",
+            status = status,
+            me = me,
+            who = v.tenants_leaked.join(", "),
+            foreign = lang.count(
+                foreign,
+                ["foreign page", "foreign pages"],
+                ["pagina altrui letta", "pagine altrui lette"]
+            )
+        ),
+        Outcome::Leak => say!(
+            lang,
+            "LEAK: HTTP {status} computed over {foreign} of other requests.",
+            "FUGA: HTTP {status} calcolato su {foreign} di altre richieste.",
+            status = status,
+            foreign = lang.count(foreign, ["page", "pages"], ["pagina", "pagine"])
+        ),
+        Outcome::WrongAnswer => lang
+            .pick(
+                "No foreign data, but HTTP 200 with a wrong answer.",
+                "Nessun dato altrui, ma HTTP 200 con una risposta sbagliata.",
+            )
+            .to_string(),
+        Outcome::Correct => lang
+            .pick(
+                "Correct: HTTP 200 with the request's own text.",
+                "Corretto: HTTP 200 con il testo della richiesta stessa.",
+            )
+            .to_string(),
         Outcome::Refused => {
             let secs = v.latency_us / 1_000_000;
             if secs >= 1 {
-                say!(lang, "No leak: HTTP {status} after {secs} s.", "Nessuna fuga: HTTP {status} dopo {secs} s.", status = status, secs = secs)
+                say!(
+                    lang,
+                    "No leak: HTTP {status} after {secs} s.",
+                    "Nessuna fuga: HTTP {status} dopo {secs} s.",
+                    status = status,
+                    secs = secs
+                )
             } else {
-                say!(lang, "No leak: HTTP {status} at once.", "Nessuna fuga: HTTP {status} subito.", status = status)
+                say!(
+                    lang,
+                    "No leak: HTTP {status} at once.",
+                    "Nessuna fuga: HTTP {status} subito.",
+                    status = status
+                )
             }
         }
     }
@@ -473,7 +503,7 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
     let body = match &e.kind {
         EventKind::Dispatch { prompt_len, room } => say!(lang,
             "router → prefill + decode: {prompt_len} tokens, room {room}",
-            "router → prefill + decode: {prompt_len} token, stanza {room}",
+            "router → prefill + decode: {prompt_len} token, room {room}",
             prompt_len = prompt_len, room = room),
         EventKind::InputCheck { worker: w, input_len, cap, rejected } => {
             let verdict = if *rejected { lang.pick("rejected", "rifiutato") } else { lang.pick("accepted", "accettato") };
@@ -487,42 +517,42 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             t = finish_reason_or_none(state.to_finish.as_ref()), d = decision(*d, lang)),
         EventKind::Bootstrap { worker: w, room, metadata_buffer } => say!(lang,
             "{w}: KV endpoint for room {room}, metadata buffer {metadata_buffer}",
-            "{w}: endpoint KV per la stanza {room}, metadata buffer {metadata_buffer}",
+            "{w}: endpoint KV per la room {room}, metadata buffer {metadata_buffer}",
             w = worker(*w, lang), room = room, metadata_buffer = metadata_buffer),
         EventKind::Reserve { pages, tokens } => say!(lang,
-            "decode: _pre_alloc reserved {n} page(s) for {tokens} tokens",
-            "decode: _pre_alloc ha prenotato {n} pagina/e per {tokens} token",
-            n = pages.iter().map(|r| r.count).sum::<u64>(), tokens = tokens),
-        EventKind::Handshake { room } => say!(lang, "prefill: handshake for room {room}", "prefill: handshake per la stanza {room}", room = room),
+            "decode: _pre_alloc reserved {n} for {tokens} tokens",
+            "decode: _pre_alloc ha prenotato {n} per {tokens} token",
+            n = lang.count(pages.iter().map(|r| r.count).sum::<u64>(), ["page", "pages"], ["pagina", "pagine"]), tokens = tokens),
+        EventKind::Handshake { room } => say!(lang, "prefill: handshake for room {room}", "prefill: handshake per la room {room}", room = room),
         EventKind::Forward { from, to, pages } => say!(lang,
-            "prefill: forward over positions {from}..{to} ({pages} page(s))",
-            "prefill: forward sulle posizioni {from}..{to} ({pages} pagina/e)",
-            from = from, to = to, pages = pages),
+            "prefill: forward over positions {from}..{to} ({pages})",
+            "prefill: forward sulle posizioni {from}..{to} ({pages})",
+            from = from, to = to, pages = lang.count(*pages, ["page", "pages"], ["pagina", "pagine"])),
         EventKind::KvSend { pages, last, checksum } => say!(lang,
-            "prefill: send_kv_chunk {pages} page(s), last={last}{c}",
-            "prefill: send_kv_chunk {pages} pagina/e, last={last}{c}",
-            pages = pages, last = last, c = checksum.map(|c| format!(", Adler-32 {c:#010x}")).unwrap_or_default()),
+            "prefill: send_kv_chunk {pages}, last={last}{c}",
+            "prefill: send_kv_chunk {pages}, last={last}{c}",
+            pages = lang.count(*pages, ["page", "pages"], ["pagina", "pagine"]), last = last, c = checksum.map(|c| format!(", Adler-32 {c:#010x}")).unwrap_or_default()),
         EventKind::KvLanded { pages, .. } => say!(lang,
-            "transfer: {n} page write(s) landed in decode's pool",
-            "trasferimento: {n} scrittura/e di pagina arrivate nel pool di decode",
-            n = pages.iter().map(|r| r.count).sum::<u64>()),
-        EventKind::SenderAbort { room } => say!(lang, "prefill: sender.abort() for room {room}", "prefill: sender.abort() per la stanza {room}", room = room),
+            "transfer: {n} landed in decode's pool",
+            "trasferimento: {n} nel pool di decode",
+            n = lang.count(pages.iter().map(|r| r.count).sum::<u64>(), ["page write", "page writes"], ["scrittura di pagina arrivata", "scritture di pagina arrivate"])),
+        EventKind::SenderAbort { room } => say!(lang, "prefill: sender.abort() for room {room}", "prefill: sender.abort() per la room {room}", room = room),
         EventKind::Poll { worker: w, result } => {
             let r = match result { PollResult::Transferring => "Transferring", PollResult::Success => "Success", PollResult::Failed => "Failed" };
             say!(lang, "{w}: poll → {r}", "{w}: poll → {r}", w = worker(*w, lang), r = r)
         }
         EventKind::ChecksumCheck { expected, computed, pages } => say!(lang,
-            "decode: checksum over {pages} page(s): expected {expected:#010x}, computed {computed:#010x}",
-            "decode: checksum su {pages} pagina/e: atteso {expected:#010x}, calcolato {computed:#010x}",
-            pages = pages, expected = expected, computed = computed),
+            "decode: checksum over {pages}: expected {expected:#010x}, computed {computed:#010x}",
+            "decode: checksum su {pages}: atteso {expected:#010x}, calcolato {computed:#010x}",
+            pages = lang.count(*pages, ["page", "pages"], ["pagina", "pagine"]), expected = expected, computed = computed),
         EventKind::PoisonCheck { pages, mode } => say!(lang,
-            "decode: {pages} poisoned page(s) in the read set (mode {mode})",
-            "decode: {pages} pagina/e avvelenate da leggere (modalità {mode})",
-            pages = pages, mode = mode),
+            "decode: {pages} in the read set (mode {mode})",
+            "decode: {pages} da leggere (modalità {mode})",
+            pages = lang.count(*pages, ["poisoned page", "poisoned pages"], ["pagina avvelenata", "pagine avvelenate"]), mode = mode),
         EventKind::Attend { decode_step, pages, foreign_pages, token } => say!(lang,
-            "decode: step {decode_step} attended {pages} page(s) ({foreign_pages} foreign), read out token {token}",
-            "decode: il passo {decode_step} ha letto {pages} pagina/e ({foreign_pages} altrui), token {token}",
-            decode_step = decode_step, pages = pages, foreign_pages = foreign_pages, token = token),
+            "decode: step {decode_step} attended {pages} ({foreign_pages} foreign), read out token {token}",
+            "decode: il passo {decode_step} ha letto {pages} ({foreign_pages} altrui), token {token}",
+            decode_step = decode_step, pages = lang.count(*pages, ["page", "pages"], ["pagina", "pagine"]), foreign_pages = foreign_pages, token = token),
         EventKind::TagRefused { index, page } => say!(lang,
             "decode: tag check refused page {page} (table entry {index})",
             "decode: il controllo dei tag ha rifiutato la pagina {page} (voce {index})",
@@ -532,9 +562,9 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             w = worker(*w, lang), status = status, message = message),
         EventKind::Release { worker: w, pages, deferred } => {
             if *deferred {
-                say!(lang, "{w}: {pages} page(s) held until writes drain", "{w}: {pages} pagina/e trattenute fino allo svuotamento delle scritture", w = worker(*w, lang), pages = pages)
+                say!(lang, "{w}: {pages} {held} until writes drain", "{w}: {pages} {held} fino allo svuotamento delle scritture", w = worker(*w, lang), pages = lang.count(*pages, ["page", "pages"], ["pagina", "pagine"]), held = lang.agree(*pages, ["held", "held"], ["trattenuta", "trattenute"]))
             } else {
-                say!(lang, "{w}: {pages} page(s) freed", "{w}: {pages} pagina/e liberate", w = worker(*w, lang), pages = pages)
+                say!(lang, "{w}: {pages} {freed}", "{w}: {pages} {freed}", w = worker(*w, lang), pages = lang.count(*pages, ["page", "pages"], ["pagina", "pagine"]), freed = lang.agree(*pages, ["freed", "freed"], ["liberata", "liberate"]))
             }
         }
         EventKind::WorkerAnswer { worker: w, status, finish_reason } => say!(lang,
@@ -547,7 +577,7 @@ pub fn event_line(e: &Event, lang: Lang) -> String {
             action = resource_action(*action, lang)),
         EventKind::DrainAck { room, peer } => say!(lang,
             "decode peer {peer} → prefill: drain ack for room {room}",
-            "peer decode {peer} → prefill: ack di svuotamento per la stanza {room}",
+            "peer decode {peer} → prefill: ack di svuotamento per la room {room}",
             peer = peer, room = room),
     };
     format!("{} {} · {body}", seconds(e.at_us), e.rid)

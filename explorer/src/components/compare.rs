@@ -168,7 +168,7 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
                 pool_runs::total(&v.transferred)
             ),
             Lang::It => format!(
-                "pagine: riservate {} · trasferite {} · lette {read} ({foreign} di un altro tenant)",
+                "pagine: prenotate {} · trasferite {} · lette {read} ({foreign} di un altro tenant)",
                 pool_runs::total(&v.reserved),
                 pool_runs::total(&v.transferred)
             ),

@@ -7,7 +7,7 @@ use crate::i18n::Lang;
 /// Id, term, definition (English, Italian). Ids are `gloss-<id>`. A term
 /// is the word the pages use, the same in both languages except where
 /// Italian has its own (`page`: `pagina`).
-const TERMS: [(&str, &str, &str, &str); 6] = [
+const TERMS: [(&str, &str, &str, &str); 8] = [
     (
         "tenant",
         "tenant",
@@ -31,6 +31,18 @@ const TERMS: [(&str, &str, &str, &str); 6] = [
         "prefill / decode",
         "The two halves of serving a request, on separate machines: prefill reads the prompt and fills KV pages, decode receives those pages and writes the answer token by token.",
         "Le due metà del servizio di una richiesta, su macchine separate: il prefill legge il prompt e riempie le pagine KV, il decode riceve quelle pagine e scrive la risposta token per token.",
+    ),
+    (
+        "door",
+        "door|ingresso",
+        "Where a queue admits a request: prefill's bootstrap queue and decode's prealloc queue each check it there, and a request let through gets a bootstrap room, buffers and pages.",
+        "Il punto in cui una coda ammette una richiesta: la coda di bootstrap di prefill e la coda di prealloc di decode la controllano lì, e una richiesta lasciata passare riceve una room di bootstrap, buffer e pagine.",
+    ),
+    (
+        "reserve",
+        "reserve|prenotare",
+        "Decode sets aside pages for a request before any KV arrives (_pre_alloc), for the prompt as decode counts it; the transfer then writes into them.",
+        "Decode mette da parte le pagine di una richiesta prima che arrivi la KV (_pre_alloc), per il prompt come lo conta decode; il trasferimento poi le scrive.",
     ),
     (
         "bootstrap",

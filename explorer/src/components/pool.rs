@@ -44,7 +44,7 @@ fn Legend(lang: Lang) -> impl IntoView {
             {CLASSES.into_iter().map(|c| view! {
                 <li><span class=format!("pg c-{}", class_slug(c)) aria-hidden="true">{class_letter(c)}</span>" "{class_label(c, lang)}</li>
             }).collect_view()}
-            <li><span class="pg c-never r" aria-hidden="true"></span>" "{lang.pick("reserved for this request (thick outline)", "riservata a questa richiesta (bordo spesso)")}</li>
+            <li><span class="pg c-never r" aria-hidden="true"></span>" "{lang.pick("reserved for this request (thick outline)", "prenotata per questa richiesta (bordo spesso)")}</li>
             <li><span class="pg c-never t" aria-hidden="true"></span>" "{lang.pick("written by the transfer (yellow corner)", "scritta dal trasferimento (angolo giallo)")}</li>
             <li><span class="pg c-never x" aria-hidden="true"></span>" "{lang.pick("read by decode attention (underline)", "letta dall'attenzione di decode (sottolineatura)")}</li>
         </ul>
@@ -127,7 +127,7 @@ fn Bars(view: PageView, lang: Lang) -> impl IntoView {
     view! {
         <div class="bars" aria-hidden="true">
             <Bar label=lang.pick("writers", "autori") segments=runs total=total/>
-            <Bar label=lang.pick("reserved", "riservate") segments=range_segments(&view.reserved, "seg rng-r") total=total/>
+            <Bar label=lang.pick("reserved", "prenotate") segments=range_segments(&view.reserved, "seg rng-r") total=total/>
             <Bar label=lang.pick("transferred", "trasferite") segments=range_segments(&view.transferred, "seg rng-t") total=total/>
             <Bar label=lang.pick("read", "lette") segments=range_segments(&view.read, "seg rng-x") total=total/>
         </div>
@@ -189,7 +189,7 @@ fn summary(view: &PageView, lang: Lang) -> String {
             pool_runs::ranges_label(&view.reserved), pool_runs::ranges_label(&view.transferred), pool_runs::ranges_label(&view.read)
         ),
         Lang::It => format!(
-            "Il decode ha riservato {reserved} pagine per questa richiesta (pagine {}{arrow}); il trasferimento ne ha scritte {transferred} (pagine {}); l'attenzione ne ha lette {read} (pagine {}), di cui {foreign} lasciate da un altro tenant e {same} dallo stesso tenant.",
+            "Il decode ha prenotato {reserved} pagine per questa richiesta (pagine {}{arrow}); il trasferimento ne ha scritte {transferred} (pagine {}); l'attenzione ne ha lette {read} (pagine {}), di cui {foreign} lasciate da un altro tenant e {same} dallo stesso tenant.",
             pool_runs::ranges_label(&view.reserved), pool_runs::ranges_label(&view.transferred), pool_runs::ranges_label(&view.read)
         ),
     }

@@ -39,7 +39,7 @@ pub fn StateTable(state: ReqState, lang: Lang) -> impl IntoView {
                 <span aria-hidden="true">"⚠ "</span>
                 {lang.pick(
                     "The rejection is recorded in to_finish, but finished() reads finished_reason, which is still empty: the door sees a live request.",
-                    "Il rifiuto è registrato in to_finish, ma finished() legge finished_reason, ancora vuoto: la porta vede una richiesta viva.",
+                    "Il rifiuto è registrato in to_finish, ma finished() legge finished_reason, ancora vuoto: all'ingresso la richiesta sembra viva.",
                 )}
             </p>
         })}

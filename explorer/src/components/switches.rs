@@ -42,9 +42,9 @@ fn Origin(name: String, lang: Lang) -> impl IntoView {
 fn SwitchItem(switch: SwitchView, lang: Lang) -> impl IntoView {
     let ctx = ReplayCtx::get();
     let state = if switch.on {
-        lang.pick("ON", "SÌ")
+        lang.pick("ON", "ACCESA")
     } else {
-        lang.pick("OFF", "NO")
+        lang.pick("OFF", "SPENTA")
     };
     let css = if switch.on { "switch on" } else { "switch off" };
     let name = switch.name.clone();

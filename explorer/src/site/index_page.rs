@@ -66,7 +66,7 @@ pub fn receipts_index(bundle: &LoadedBundle, lang: Lang) -> String {
             let file = format!("{}.json", l.stem);
             let href = format!("{files}{file}");
             let replay = format!("{pages}{}.html", l.stem);
-            let replay_word = lang.pick("replay", "replica");
+            let replay_word = lang.pick("replay", "riproduzione");
             Owner::new().with(|| {
                 view! {
                     <li>
