@@ -226,6 +226,9 @@ pub enum Breach {
         worker: Worker,
         releases: u32,
     },
+    /// A worker gave a request's KV pages back without the drain ack: the
+    /// deferred release ran out its timeout.
+    ReleasedWithoutDrainAck { rid: String, worker: Worker },
     /// KV pages were freed twice.
     PageDoubleFrees { count: u32 },
     /// Decode attended for a request it must not serve.

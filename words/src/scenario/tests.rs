@@ -294,6 +294,10 @@ fn every_fact() -> Vec<Said> {
             release: None,
             last_landing: Some(7),
         },
+        Breach::ReleasedWithoutDrainAck {
+            rid: rid(),
+            worker: Worker::Decode,
+        },
         Breach::StaleWrites {
             writes: vec![StaleWrite {
                 rid: rid(),
