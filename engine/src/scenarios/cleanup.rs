@@ -110,7 +110,7 @@ pub fn scenarios() -> Vec<Scenario> {
             "test_grammar_rejection_retires_prefill_before_transfer",
             None,
             None,
-            || retired(400, &[RK::MetadataBuffer], 0),
+            || retired(500, &[RK::MetadataBuffer], 0),
             grammar,
         ),
         scenario(
@@ -468,7 +468,7 @@ fn grammar(setup: &Setup) -> Observed {
     let first = s.prompt(r)[1];
     s.extras_mut(r).grammar_allows = Some(vec![first + 1, first + 2]);
     judge(s.run(), |ran| {
-        Ok(retired_once(ran, r, 400, &[RK::MetadataBuffer], 0)?.outcome())
+        Ok(retired_once(ran, r, 500, &[RK::MetadataBuffer], 0)?.outcome())
     })
 }
 

@@ -641,20 +641,22 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
 }
 
 /// The first output token's checks on the final chunk: the grammar must
-/// accept it, and a sampling mask must be valid. Either failure records an
-/// abort in `to_finish` (`set_finish_with_abort`).
+/// accept it, and a sampling mask must be valid. A grammar refusal aborts
+/// through `Req.prepare_abort` (500, applied at once), as upstream's PD
+/// prefill result path does; a bad sampling mask records its abort in
+/// `to_finish` (`set_finish_with_abort`).
 fn first_token_checks(sim: &mut Sim, p: &mut PReq) {
     let extras = sim.entries[p.idx as usize].extras.clone();
     // The model answers position 1 with the prompt's token there.
     let token = p.req.origin_input_ids.get(1).copied().unwrap_or(0);
     if let Some(allowed) = &extras.grammar_allows {
-        if p.req.to_finish.is_none() && !allowed.contains(&token) {
+        if p.req.to_finish.is_none() && !p.req.finished() && !allowed.contains(&token) {
             p.req
-                .set_finish_with_abort_keep_input(&format!("grammar rejected token {token}"), 400);
+                .prepare_abort(&format!("grammar rejected token {token}"));
         }
     }
     if let Some(mask) = extras.sampling_mask {
-        if p.req.to_finish.is_none() {
+        if p.req.to_finish.is_none() && !p.req.finished() {
             let message = match mask {
                 crate::sim::SamplingMask::Overflow => "sampling mask overflow",
                 crate::sim::SamplingMask::Invalid => "invalid sampling mask",
