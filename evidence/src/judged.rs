@@ -72,6 +72,9 @@ pub enum Expected {
     FailsWithout { guard: Vec<Fix> },
     /// The guard is off and nothing tests the defense.
     NotExercisedWithout { guard: Vec<Fix> },
+    /// The guard is off and the record has no run of the case before the
+    /// fix, for `reason`: whatever the engine shows is its own prediction.
+    NotObservedWithout { guard: Vec<Fix>, reason: String },
 }
 
 /// What the assertion saw.

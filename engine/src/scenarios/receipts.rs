@@ -42,6 +42,7 @@ pub fn info(s: &Scenario) -> ScenarioInfo {
         record: match s.record {
             Record::Fails => "fails".into(),
             Record::HoldsVacuously => "holds-vacuously".into(),
+            Record::NotObservedPreFix => "not-observed-pre-fix".into(),
         },
     }
 }
