@@ -520,6 +520,27 @@ fn mamba_before_kv(setup: &Setup) -> Observed {
                 count: forwards as u32
             }
         );
+        // The result path decided, for a request holding its Mamba slot
+        // and no KV row: nothing of KV to give back.
+        let door = DoorName::PrefillResult;
+        let d = ran.door(r, door);
+        ensure!(
+            matches!(d, Some((DoorDecision::Retired, _))),
+            Breach::DoorDecided {
+                door,
+                decided: d.as_ref().map(|x| x.0),
+                to_finish: d.and_then(|x| x.1),
+            }
+        );
+        let kv = ran.frees(r, Worker::Prefill) as u32;
+        ensure!(
+            kv == 0,
+            Breach::PagesReleased {
+                rid: ran.rid(r),
+                worker: Worker::Prefill,
+                releases: kv
+            }
+        );
         let n = ran.resource(r, RK::MambaSlot, RA::Free) as u32;
         ensure!(
             n == 1,

@@ -499,10 +499,14 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
         let need = (p.done + n).div_ceil(ps) - p.pages.len();
         let Some(pages) = sim.prefill_pool.alloc(need) else {
             // A request aborted while it waits for KV holds only its Mamba
-            // slot and metadata: the #36988 path retires it with nothing
-            // forwarded (upstream's `allocated=False` + Mamba test shape).
-            if sim.fix(Fix::RetireAbortedPrefillResult) && p.req.to_finish.is_some() {
-                retire(sim, p, sim.now);
+            // slot and metadata, no KV row: its result goes through the
+            // result path with nothing forwarded, where #36988 retires it
+            // (upstream's `allocated=False` + Mamba test shape). Without the
+            // fix the result path would send, so it keeps waiting for KV.
+            if p.req.to_finish.is_some()
+                && policy::prefill_result_action(&p.req, false, sim.fixes) == ResultAction::Retire
+            {
+                process_result(sim, p, sim.now);
                 continue;
             }
             sim.prefill.waiting_queue.push_front(p);
