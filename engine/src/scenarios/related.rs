@@ -5,8 +5,11 @@
 //!   reused, and a late write lands in the next tenant's page; deferred
 //!   release (#35049) closes it.
 //! * SGLang #33507: a request aborted mid-transfer answered 200 "length".
-//! * SGLang #22716: a metadata buffer index freed twice is handed to two
-//!   requests (here: through a result processed twice).
+//! * a metadata buffer index freed twice is handed to two requests (here:
+//!   through a result processed twice; #36988 closes this double free). It
+//!   is *not* SGLang #22716, whose root cause is PP > 1 stages writing aux
+//!   data to the same decode metadata slot in no fixed order, which the
+//!   engine does not model (one pipeline stage).
 //! * SGLang #38961: three gaps of drain acks under deferred release — the
 //!   ack target dropped on prefill (`CommonKVSender.clear()`) before the
 //!   drain, so decode releases only at the 30 s release timeout of #35049
