@@ -60,7 +60,10 @@ pub struct Doors {
     /// What retiring a request does to its session.
     pub session_effect: fn(Option<&Session>) -> SessionEffect,
     /// PR #36988: an aborted result is released only after the chunk writes
-    /// still in flight for its room have landed.
+    /// still in flight for its room have landed. Model assumption: upstream
+    /// waits on `inflight_middle_chunks`, which counts overlapped
+    /// middle-chunk forward results (PR #36926), not RDMA writes in flight
+    /// (see [`crate::scenarios::cleanup::INFLIGHT_CHUNK_ASSUMPTION`]).
     pub retire_waits_for_inflight: bool,
     /// PR #36988: a delayed result of an already retired request is ignored.
     pub ignore_retired_result: bool,

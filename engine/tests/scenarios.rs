@@ -169,3 +169,23 @@ fn a_held_run_observes_what_it_expected_and_a_broken_one_says_why() {
         }
     }
 }
+
+/// The two in-flight chunk cases and their rule rest on a model
+/// assumption (upstream's `inflight_middle_chunks` counts overlapped
+/// middle-chunk results, PR #36926), and what they sign says so.
+#[test]
+fn the_inflight_chunk_cases_sign_their_model_assumption() {
+    use kvw_engine::scenarios::{cleanup, receipts};
+    for s in all() {
+        let info = receipts::info(&s);
+        if cleanup::INFLIGHT_CHUNK_CASES.contains(&s.name) {
+            let why = info.model_assumption.expect("labelled");
+            assert!(
+                why.starts_with("model-assumption") && why.contains("#36926"),
+                "{why}"
+            );
+        } else {
+            assert!(info.model_assumption.is_none(), "{}", s.name);
+        }
+    }
+}

@@ -35,7 +35,9 @@ pub enum GuardRule {
     SessionDetach,
     /// Detaching streaming sessions only.
     DetachStreamingOnly,
-    /// Waiting for in-flight chunk writes before the release.
+    /// Waiting for in-flight chunk writes before the release (a model
+    /// assumption: upstream's `inflight_middle_chunks` counts overlapped
+    /// middle-chunk forward results, PR #36926, not RDMA writes in flight).
     WaitForInflightWrites,
     /// Ignoring a result delivered again for a retired request.
     IgnoreLateResults,

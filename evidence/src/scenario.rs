@@ -76,6 +76,10 @@ pub struct ScenarioInfo {
     /// `holds-vacuously` or `not-observed-pre-fix` (the record shows no run
     /// of the case before the fix).
     pub record: String,
+    /// Set when the scenario and its guard rule rest on a model assumption
+    /// rather than on upstream's code: the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_assumption: Option<String>,
 }
 
 /// One scenario run, judged.

@@ -188,6 +188,23 @@ pub fn scenarios() -> Vec<Scenario> {
     out
 }
 
+/// Why the two in-flight chunk cases and their rule
+/// ([`GuardRule::WaitForInflightWrites`]) are a model assumption.
+pub const INFLIGHT_CHUNK_ASSUMPTION: &str = "model-assumption: upstream's retire path waits on inflight_middle_chunks, which counts overlapped middle-chunk forward results (PR #36926), not RDMA writes in flight; the engine reads the wait as one for the room's chunk writes to land";
+
+/// The cleanup cases that rest on [`INFLIGHT_CHUNK_ASSUMPTION`].
+pub const INFLIGHT_CHUNK_CASES: [&str; 2] = [
+    "test_aborted_middle_result_releases_after_last_chunk",
+    "test_aborted_middle_result_waits_for_inflight_chunk",
+];
+
+/// The model assumption a scenario (and its rule) rests on, if any.
+pub fn model_assumption(name: &str) -> Option<&'static str> {
+    INFLIGHT_CHUNK_CASES
+        .contains(&name)
+        .then_some(INFLIGHT_CHUNK_ASSUMPTION)
+}
+
 /// The cases whose pre-#36988 failure the record observed: the re-queue of
 /// an aborted final result (it goes to the inflight queue and sends its
 /// last chunk) and a late result that still sends a chunk. Every other

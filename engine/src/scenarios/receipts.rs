@@ -44,6 +44,7 @@ pub fn info(s: &Scenario) -> ScenarioInfo {
             Record::HoldsVacuously => "holds-vacuously".into(),
             Record::NotObservedPreFix => "not-observed-pre-fix".into(),
         },
+        model_assumption: super::cleanup::model_assumption(s.name).map(String::from),
     }
 }
 
