@@ -161,10 +161,12 @@ impl Req {
         });
     }
 
-    /// Upstream `Req.prepare_abort` as the PD prefill result path calls it
-    /// for a first token the request's grammar refuses: the abort is
-    /// *applied* at once (`finished_reason`, so `finished()` is true before
-    /// any result door asks), with status 500; the input stays as computed.
+    /// Upstream `prepare_abort(req, error_message, status_code)`
+    /// (`python/sglang/srt/disaggregation/utils.py`) as the PD prefill result
+    /// path calls it for a first token the request's grammar refuses: the
+    /// abort is *applied* at once (`finished_reason = FINISH_ABORT(...)`, so
+    /// `finished()` is true before any result door asks), with status 500;
+    /// the input stays as computed.
     pub fn prepare_abort(&mut self, message: &str) {
         self.to_finish = None;
         self.finished_reason = Some(FinishReason::Abort {

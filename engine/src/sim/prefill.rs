@@ -646,7 +646,7 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
 
 /// The first output token's checks on the final chunk: the grammar must
 /// accept it, and a sampling mask must be valid. A grammar refusal aborts
-/// through `Req.prepare_abort` (500, applied at once), as upstream's PD
+/// through `prepare_abort` (500, applied at once), as upstream's PD
 /// prefill result path does; a bad sampling mask records its abort in
 /// `to_finish` (`set_finish_with_abort`).
 fn first_token_checks(sim: &mut Sim, p: &mut PReq) {
