@@ -41,7 +41,8 @@ pub enum GuardRule {
     WaitForInflightWrites,
     /// Ignoring a result delivered again for a retired request.
     IgnoreLateResults,
-    /// Keeping the drain-ack target until the writes finish.
+    /// Prefill keeping the drain-ack target until the writes finish (PR
+    /// #40645; without it `CommonKVSender.clear()` drops it).
     AckAfterWrites,
     /// One drain ack per decode peer.
     AckEveryPeer,

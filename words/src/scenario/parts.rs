@@ -162,8 +162,8 @@ pub fn guard_rule(r: GuardRule, lang: Lang) -> Said {
         ),
         GuardRule::AckAfterWrites => words(
             lang,
-            "keeping the ack target until writes finish",
-            "conservare il destinatario dell'ack finché le scritture non finiscono",
+            "prefill keeping the ack target until writes finish",
+            "prefill che conserva il destinatario dell'ack finché le scritture non finiscono",
         ),
         GuardRule::AckEveryPeer => words(
             lang,

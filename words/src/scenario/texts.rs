@@ -296,8 +296,8 @@ pub const SCENARIOS: &[ScenarioText] = &[
     text(
         "drain_ack_target_dropped_before_drain",
         (
-            "decode aborts with a write in flight and drops its drain-ack target, counting the room drained; the write lands in a freed page (#38961)",
-            "decode interrompe con una scrittura in volo e scarta il destinatario del drain ack, contando la room come drenata; la scrittura finisce in una pagina liberata (#38961)",
+            "decode aborts with a write in flight; prefill's `CommonKVSender.clear()` drops the drain-ack target before the write drains, so no ack comes and decode gives the pages back only at the 30 s release timeout (#35049), without the ack (#38961)",
+            "decode interrompe con una scrittura in volo; `CommonKVSender.clear()` di prefill scarta il destinatario del drain ack prima che la scrittura sia drenata, quindi nessun ack arriva e decode restituisce le pagine solo allo scadere del rilascio differito di 30 s (#35049), senza l'ack (#38961)",
         ),
         ("issue #38961; PR #40645", "issue #38961; PR #40645"),
     ),
