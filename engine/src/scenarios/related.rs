@@ -141,6 +141,7 @@ fn late_write(setup: &Setup) -> Observed {
     );
     judge(s.run(), |ran| {
         no_stale_write(ran)?;
+        released_with_ack(ran, acme)?;
         let foreign = ran.foreign_reads(umbrella);
         ensure!(
             foreign == 0,
@@ -241,16 +242,23 @@ fn metadata_collision(setup: &Setup) -> Observed {
     })
 }
 
+/// `req`'s pages went back with their drain ack, not at the release
+/// timeout ([`crate::policy::DEFERRED_RELEASE_TIMEOUT_US`]).
+fn released_with_ack(ran: &Ran, req: u32) -> Result<(), Breach> {
+    match ran.released_unacked.iter().find(|(r, _)| *r == req) {
+        Some(&(r, worker)) => Err(Breach::ReleasedWithoutDrainAck {
+            rid: ran.rid(r),
+            worker,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The drain checks: no stale write, acme's decode pages given back with
 /// their drain ack (not by the release timeout), and freed once.
 fn drained(ran: &Ran, acme: u32) -> Result<Outcome, Breach> {
     no_stale_write(ran)?;
-    if let Some(&(r, worker)) = ran.released_unacked.iter().find(|(r, _)| *r == acme) {
-        return Err(Breach::ReleasedWithoutDrainAck {
-            rid: ran.rid(r),
-            worker,
-        });
-    }
+    released_with_ack(ran, acme)?;
     let frees = ran.frees(acme, Worker::Decode) as u32;
     ensure!(
         frees == 1,
