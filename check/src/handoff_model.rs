@@ -596,11 +596,26 @@ impl PdModel {
         state.writes.iter().filter(|w| w.req == r).count()
     }
 
-    /// Whether a write of `r` is on the wire or may still be posted (prefill
-    /// has not finished with the request). Decode's transfer timeout firing
-    /// then means those writes are later than it: the late-write fault.
-    fn writes_to_come(state: &State, r: Rid) -> bool {
-        Self::inflight(state, r) > 0 || state.reqs[r as usize].pstage != PStage::Done
+    /// Whether a write of `r` is on the wire or may still be posted: prefill
+    /// holds the request in a queue, or has yet to take it in and its entry
+    /// door will admit it (the door's decision at arrival depends only on
+    /// the request, so taking the arrival first changes nothing here).
+    /// Decode's transfer timeout firing then means those writes are later
+    /// than it: the late-write fault.
+    fn writes_to_come(&self, state: &State, r: Rid) -> bool {
+        let rs = &state.reqs[r as usize];
+        Self::inflight(state, r) > 0
+            || match rs.pstage {
+                PStage::Bootstrap | PStage::Waiting | PStage::Inflight => true,
+                PStage::Done => false,
+                PStage::None => {
+                    let mut req = self.new_req(r);
+                    if let Some(m) = validate_input_length(req.input_len(), self.prefill_cap) {
+                        req.set_finish_with_abort(&m, 400);
+                    }
+                    policy::entry_door(&req, self.fixes()) != Door::Retire
+                }
+            }
     }
 
     /// The peer ack `release_rule` asks for: decode's pages wait for
@@ -904,7 +919,7 @@ impl PdModel {
                 self.decode_decision(s, r, d);
             }
             Action::DecodeTimeout(r) => {
-                if Self::writes_to_come(s, r) {
+                if self.writes_to_come(s, r) {
                     s.late_writes_left = s.late_writes_left.checked_sub(1)?;
                 }
                 let d = self.handoff(s, r, true)?;
@@ -1268,7 +1283,7 @@ impl Model for PdModel {
                 }
                 DStage::Transfer => match Self::poll(&rs.room) {
                     KvPoll::Transferring
-                        if !Self::writes_to_come(s, r) || s.late_writes_left > 0 =>
+                        if !self.writes_to_come(s, r) || s.late_writes_left > 0 =>
                     {
                         actions.push(Action::DecodeTimeout(r))
                     }
