@@ -1,4 +1,6 @@
-//! Model-checker throughput: the all-fixes model with every fault, growing
+//! Model-checker throughput: the all-fixes model with the faults it
+//! withstands (aborts and lost acks; a late write breaks it through the
+//! release timeout), growing
 //! the number of requests until the time budget (default 600 s, override
 //! with `KVW_CHECK_BENCH_SECS`) runs out. Prints states/s per bound and the
 //! largest bound checked completely. Printed, never asserted.
@@ -18,7 +20,7 @@ fn main() {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let start = Instant::now();
     let mut largest = None;
-    println!("kvw-check bench: all fixes, faults aborts=1 late-write=1 lost-ack=1, 2 tenants, 8 decode pages, dfs + symmetry on {threads} thread(s), budget {budget} s");
+    println!("kvw-check bench: all fixes, faults aborts=1 lost-ack=1, 2 tenants, 8 decode pages, dfs + symmetry on {threads} thread(s), budget {budget} s");
     println!(
         "{:>8} {:>12} {:>12} {:>6} {:>9} {:>12}  result",
         "requests", "states", "unique", "depth", "seconds", "states/s"
@@ -35,7 +37,7 @@ fn main() {
             decode_pages: 8,
             faults: FaultBudget {
                 aborts: 1,
-                late_writes: 1,
+                late_writes: 0,
                 lost_acks: 1,
             },
             strategy: Strategy::DfsSymmetry,

@@ -35,7 +35,14 @@
 //!   sets `to_finish` to the abort for running requests (their input is
 //!   computed; `set_finish_with_abort`'s placeholder swap does not apply);
 //! * with deferred release (PRs #35049, #40645, #41404) pages of a room stay
-//!   allocated until its writes drained and the peer's drain ack arrived.
+//!   allocated until its writes drained and the peer's drain ack arrived —
+//!   on decode, at most until the release timeout
+//!   ([`policy::DEFERRED_RELEASE_TIMEOUT_US`], 30 s in PR #35049), after
+//!   which they go back without the ack (the use-after-free window of
+//!   SGLang #38961); decode closes the room, and prefill posts nothing to a
+//!   closed room;
+//! * an abort cancels no write already on the wire: every posted write
+//!   lands, before or after its room closed.
 //!
 //! Model assumptions (where the record is silent; each is a choice, not a
 //! finding):
@@ -44,15 +51,17 @@
 //!   and sends one last chunk; decode runs one step (`max_new_tokens = 1`),
 //!   whose KV slot lies in the last reserved page;
 //! * **no timing**: the decode transfer timeout may fire at any moment a
-//!   poll says `Transferring`; every write may land at any moment before its
-//!   room closes;
+//!   poll says `Transferring`, and the release timeout at any moment a
+//!   deferral waits; every write may land at any moment;
 //! * **router order**: the router's messages to one worker about one request
 //!   arrive in the order it sent them (the dispatch before any abort); it
 //!   never forwards a prefill error to decode (SGLang's `mini_lb` gathers
 //!   both answers and returns decode's, [`policy::router_answer`]);
-//! * **late writes**: when decode closes a room, the writes of that room
-//!   still on the wire are cancelled by the transfer engine — except as an
-//!   injected *late write*, which lands after the close (budgeted);
+//! * **late writes**: a timeout (decode's transfer timeout or the release
+//!   timeout) fires with a write of the room still on the wire only as an
+//!   injected *late write* (budgeted): the write is later than the timeout.
+//!   A client abort needs no such fault — the writes on the wire when decode
+//!   answers the abort land after the close;
 //! * **lost acks**: a drain ack may be lost (budgeted); the sender then
 //!   never sees it;
 //! * **client aborts** (budgeted) reach both workers through the router and
@@ -399,8 +408,6 @@ pub enum Action {
     DecodeStep(Rid),
     /// A posted write lands (a *late write* if its room closed).
     Land(Write),
-    /// The transfer engine cancels a write of a closed room.
-    Cancel(Write),
     /// An ack reaches its peer: `Side::Decode`'s ack reaches prefill,
     /// `Side::Prefill`'s drain ack reaches decode.
     AckDelivered(Side, Rid),
@@ -408,6 +415,9 @@ pub enum Action {
     AckLost(Side, Rid),
     /// A deferred release is retried and the release rule now says yes.
     Release(Side, Rid),
+    /// Decode's deferred release runs out its timeout: the pages go back
+    /// without the drain ack ([`policy::Release::TimedOut`]).
+    ReleaseTimeout(Rid),
 }
 
 impl Action {
@@ -425,8 +435,9 @@ impl Action {
             | Action::DecodeStep(r)
             | Action::AckDelivered(_, r)
             | Action::AckLost(_, r)
-            | Action::Release(_, r) => r,
-            Action::Land(w) | Action::Cancel(w) => w.req,
+            | Action::Release(_, r)
+            | Action::ReleaseTimeout(r) => r,
+            Action::Land(w) => w.req,
         }
     }
 
@@ -444,13 +455,13 @@ impl Action {
             Action::DecodeTimeout(_) => "decode_timeout",
             Action::DecodeStep(_) => "decode_step",
             Action::Land(_) => "land",
-            Action::Cancel(_) => "cancel",
             Action::AckDelivered(Side::Decode, _) => "ack_delivered",
             Action::AckLost(Side::Decode, _) => "ack_lost",
             Action::AckDelivered(Side::Prefill, _) => "drain_ack_delivered",
             Action::AckLost(Side::Prefill, _) => "drain_ack_lost",
             Action::Release(Side::Prefill, _) => "release_prefill",
             Action::Release(Side::Decode, _) => "release_decode",
+            Action::ReleaseTimeout(_) => "release_timeout",
         }
     }
 
@@ -467,11 +478,9 @@ impl Action {
             | Action::DecodePoll(_)
             | Action::DecodeTimeout(_)
             | Action::DecodeStep(_)
-            | Action::Release(Side::Decode, _) => "decode",
-            Action::Land(_)
-            | Action::Cancel(_)
-            | Action::AckDelivered(..)
-            | Action::AckLost(..) => "channel",
+            | Action::Release(Side::Decode, _)
+            | Action::ReleaseTimeout(_) => "decode",
+            Action::Land(_) | Action::AckDelivered(..) | Action::AckLost(..) => "channel",
         }
     }
 }
@@ -587,6 +596,28 @@ impl PdModel {
         state.writes.iter().filter(|w| w.req == r).count()
     }
 
+    /// Whether a write of `r` is on the wire or may still be posted: prefill
+    /// holds the request in a queue, or has yet to take it in and its entry
+    /// door will admit it (the door's decision at arrival depends only on
+    /// the request, so taking the arrival first changes nothing here).
+    /// Decode's transfer timeout firing then means those writes are later
+    /// than it: the late-write fault.
+    fn writes_to_come(&self, state: &State, r: Rid) -> bool {
+        let rs = &state.reqs[r as usize];
+        Self::inflight(state, r) > 0
+            || match rs.pstage {
+                PStage::Bootstrap | PStage::Waiting | PStage::Inflight => true,
+                PStage::Done => false,
+                PStage::None => {
+                    let mut req = self.new_req(r);
+                    if let Some(m) = validate_input_length(req.input_len(), self.prefill_cap) {
+                        req.set_finish_with_abort(&m, 400);
+                    }
+                    policy::entry_door(&req, self.fixes()) != Door::Retire
+                }
+            }
+    }
+
     /// The peer ack `release_rule` asks for: decode's pages wait for
     /// prefill's drain ack; prefill's pages wait for decode's ack unless no
     /// write ever read from them.
@@ -632,8 +663,8 @@ impl PdModel {
     /// Whether `state` has no enabled action.
     ///
     /// The liveness property asks this of every state, so the common cases
-    /// answer without listing actions: a write in flight can always land or
-    /// be cancelled, a queued router message can always be taken in (or is
+    /// answer without listing actions: a write in flight can always land, a
+    /// queued router message can always be taken in (or is
     /// the arrival the reduction picks), an ack in flight can always be
     /// delivered, and a request in decode's transfer queue or running batch
     /// always has its poll, timeout or step. Anything else asks [`Model::actions`].
@@ -672,7 +703,7 @@ impl PdModel {
         }
         let acked = Self::acked(&s.reqs[r as usize].room, side);
         match policy::release_rule(Self::inflight(s, r), acked, self.fixes()) {
-            Release::Now => self.free(s, side, r, &pages),
+            Release::Now | Release::TimedOut => self.free(s, side, r, &pages),
             Release::Defer => {
                 s.deferred.push(Deferred {
                     side,
@@ -888,6 +919,9 @@ impl PdModel {
                 self.decode_decision(s, r, d);
             }
             Action::DecodeTimeout(r) => {
+                if self.writes_to_come(s, r) {
+                    s.late_writes_left = s.late_writes_left.checked_sub(1)?;
+                }
                 let d = self.handoff(s, r, true)?;
                 self.decode_decision(s, r, d);
             }
@@ -895,9 +929,6 @@ impl PdModel {
             Action::Land(w) => {
                 let i = s.writes.iter().position(|x| *x == w)?;
                 s.writes.remove(i);
-                if s.reqs[w.req as usize].room.closed {
-                    s.late_writes_left = s.late_writes_left.checked_sub(1)?;
-                }
                 s.reqs[w.req as usize].room.landed += 1;
                 let bytes = s.prefill[w.src as usize].writer;
                 let page = &mut s.decode[w.dst as usize];
@@ -914,10 +945,6 @@ impl PdModel {
                     );
                 }
             }
-            Action::Cancel(w) => {
-                let i = s.writes.iter().position(|x| *x == w)?;
-                s.writes.remove(i);
-            }
             Action::AckDelivered(side, r) => {
                 *ack_of(&mut s.reqs[r as usize].room, side) = Ack::Delivered
             }
@@ -932,6 +959,19 @@ impl PdModel {
                     .position(|d| d.side == side && d.req == r)?;
                 let d = s.deferred.remove(i);
                 self.free(s, side, r, &d.pages);
+            }
+            Action::ReleaseTimeout(r) => {
+                let i = s
+                    .deferred
+                    .iter()
+                    .position(|d| d.side == Side::Decode && d.req == r)?;
+                // A write still on the wire at the release timeout is later
+                // than it (the late-write fault).
+                if Self::inflight(s, r) > 0 {
+                    s.late_writes_left = s.late_writes_left.checked_sub(1)?;
+                }
+                let d = s.deferred.remove(i);
+                self.free(s, Side::Decode, r, &d.pages);
             }
         }
         Some(())
@@ -985,7 +1025,13 @@ impl PdModel {
         let preq = rs.preq.as_deref_mut()?;
         match policy::prefill_result_action(preq, true, fixes) {
             ResultAction::SendChunk | ResultAction::SendLastChunk => {
-                let dst = rs.room.dst.clone().unwrap_or_default();
+                // Deferred release's drain protocol: decode closed the room
+                // to the sender, which posts nothing more to it.
+                let dst = if fixes.has(Fix::DeferredRelease) && rs.room.closed {
+                    Vec::new()
+                } else {
+                    rs.room.dst.clone().unwrap_or_default()
+                };
                 let mut sent = 0u8;
                 for (i, &src) in rs.ppages.iter().enumerate() {
                     let Some(&d) = dst.get(i) else { break };
@@ -1236,7 +1282,12 @@ impl Model for PdModel {
                     }
                 }
                 DStage::Transfer => match Self::poll(&rs.room) {
-                    KvPoll::Transferring => actions.push(Action::DecodeTimeout(r)),
+                    KvPoll::Transferring
+                        if !self.writes_to_come(s, r) || s.late_writes_left > 0 =>
+                    {
+                        actions.push(Action::DecodeTimeout(r))
+                    }
+                    KvPoll::Transferring => {}
                     KvPoll::Success | KvPoll::Failed => actions.push(Action::DecodePoll(r)),
                 },
                 DStage::Running => actions.push(Action::DecodeStep(r)),
@@ -1249,18 +1300,23 @@ impl Model for PdModel {
             if i > 0 && s.writes[i - 1].req == w.req {
                 continue;
             }
-            let closed = s.reqs[w.req as usize].room.closed;
-            if !closed || s.late_writes_left > 0 {
-                actions.push(Action::Land(w));
-            }
-            if closed {
-                actions.push(Action::Cancel(w));
-            }
+            actions.push(Action::Land(w));
         }
         for d in &s.deferred {
             let acked = Self::acked(&s.reqs[d.req as usize].room, d.side);
-            if policy::release_rule(Self::inflight(s, d.req), acked, self.fixes()) == Release::Now {
+            let inflight = Self::inflight(s, d.req);
+            if policy::release_rule(inflight, acked, self.fixes()) == Release::Now {
                 actions.push(Action::Release(d.side, d.req));
+            } else if d.side == Side::Decode
+                && policy::deferred_release_rule(
+                    inflight,
+                    acked,
+                    policy::DEFERRED_RELEASE_TIMEOUT_US,
+                    self.fixes(),
+                ) == Release::TimedOut
+                && (inflight == 0 || s.late_writes_left > 0)
+            {
+                actions.push(Action::ReleaseTimeout(d.req));
             }
         }
     }

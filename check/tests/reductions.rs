@@ -76,7 +76,9 @@ fn retired_requests_collapse() {
         ..base.clone()
     });
     assert!(plain.complete && reduced.complete);
-    assert!(plain.all_hold() && reduced.all_hold());
+    // Every fault includes a write later than the release timeout, so
+    // no-write-after-reassignment fails here; both searches must agree.
+    assert_eq!(plain.properties, reduced.properties);
     assert!(
         reduced.unique_states < plain.unique_states,
         "nothing merged: {} vs {}",

@@ -80,12 +80,23 @@ fn no_fixes_finds_the_incident() {
     assert_eq!(own.len(), 6, "{actions:?}");
 }
 
+/// The faults every fix withstands: aborts and lost acks. A late write is
+/// the one fault they do not (see
+/// [`a_write_later_than_the_release_timeout_is_found_with_every_fix`]).
+fn holding_faults() -> FaultBudget {
+    FaultBudget {
+        aborts: 1,
+        late_writes: 0,
+        lost_acks: 1,
+    }
+}
+
 #[test]
-fn all_fixes_hold_for_two_requests_with_every_fault() {
+fn all_fixes_hold_for_two_requests_with_aborts_and_lost_acks() {
     let o = CheckOptions {
         strategy: Strategy::DfsSymmetry,
         threads: 2,
-        ..opts(&Fix::ALL, 2, all_faults())
+        ..opts(&Fix::ALL, 2, holding_faults())
     };
     let r = check(&o);
     assert!(r.complete);
@@ -95,6 +106,40 @@ fn all_fixes_hold_for_two_requests_with_every_fault() {
         ..o
     });
     assert_eq!(pre.status(prop::ISOLATION), Some(PropertyStatus::Violated));
+}
+
+/// Deferred release gives decode's pages back at its release timeout with
+/// or without the drain ack (SGLang PR #35049; #38961 calls it a
+/// use-after-free window): a write still on the wire then lands in the
+/// pages' next owner, with every fix on.
+#[test]
+fn a_write_later_than_the_release_timeout_is_found_with_every_fix() {
+    let r = check(&opts(&Fix::ALL, 2, all_faults()));
+    assert_eq!(
+        r.status(prop::NO_WRITE_AFTER_REASSIGN),
+        Some(PropertyStatus::Violated)
+    );
+    assert_eq!(r.status(prop::ISOLATION), Some(PropertyStatus::Holds));
+    let (name, path) = r.counterexample.clone().expect("counterexample");
+    assert_eq!(name, prop::NO_WRITE_AFTER_REASSIGN);
+    let actions = path.into_actions();
+    let timeout = actions
+        .iter()
+        .position(|a| matches!(a, Action::ReleaseTimeout(_)))
+        .expect("the pages went back at the release timeout");
+    let writer = actions[timeout].req();
+    assert!(
+        actions[timeout..]
+            .iter()
+            .any(|a| matches!(a, Action::Land(w) if w.req == writer)),
+        "{actions:?}"
+    );
+    // Without the late write, nothing is on the wire at the timeout.
+    let held = check(&opts(&Fix::ALL, 2, holding_faults()));
+    assert_eq!(
+        held.status(prop::NO_WRITE_AFTER_REASSIGN),
+        Some(PropertyStatus::Holds)
+    );
 }
 
 #[test]
@@ -140,12 +185,12 @@ fn retire_aborted_prefill_result_alone_closes_the_incident_path() {
 /// The long check (minutes on two cores): run it with
 /// `cargo test --release -p kvw-check -- --ignored`.
 #[test]
-#[ignore = "long: the three-request state space with every fault"]
-fn all_fixes_hold_for_three_requests_with_every_fault() {
+#[ignore = "long: the three-request state space with aborts and lost acks"]
+fn all_fixes_hold_for_three_requests_with_aborts_and_lost_acks() {
     let o = CheckOptions {
         strategy: Strategy::DfsSymmetry,
         threads: 2,
-        ..opts(&Fix::ALL, 3, all_faults())
+        ..opts(&Fix::ALL, 3, holding_faults())
     };
     let r = check(&o);
     assert!(r.complete);
@@ -177,11 +222,13 @@ fn symmetry_agrees_with_plain_search() {
     );
 }
 
+/// An abort cancels no write already on the wire: without deferred release
+/// decode frees the pages at the abort and the write lands after.
 #[test]
-fn late_write_needs_deferred_release() {
+fn a_write_on_the_wire_at_an_abort_needs_deferred_release() {
     let faults = FaultBudget {
         aborts: 1,
-        late_writes: 1,
+        late_writes: 0,
         lost_acks: 0,
     };
     let pre = check(&opts(&without(Fix::DeferredRelease), 2, faults));
@@ -190,11 +237,9 @@ fn late_write_needs_deferred_release() {
         Some(PropertyStatus::Violated)
     );
     let (_, path) = pre.counterexample.clone().expect("counterexample");
-    let late = path
-        .into_actions()
-        .into_iter()
-        .any(|a| matches!(a, Action::Land(_)));
-    assert!(late);
+    let actions = path.into_actions();
+    assert!(actions.iter().any(|a| matches!(a, Action::ClientAbort(_))));
+    assert!(actions.iter().any(|a| matches!(a, Action::Land(_))));
     let fixed = check(&opts(&Fix::ALL, 2, faults));
     assert_eq!(
         fixed.status(prop::NO_WRITE_AFTER_REASSIGN),

@@ -152,6 +152,18 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
             )?;
         }
     }
+    if let Some(cx) = &predicate.counterexample {
+        if cx.steps.iter().any(|s| s.action == "release_timeout") {
+            writeln!(
+                out,
+                "the pages went back when decode's deferred release timed out ({} s, SGLang PR #35049) \
+                 without the drain ack, and a write still on the wire landed after: the use-after-free \
+                 window SGLang #38961 describes, which no fix in the set closes (it needs a write later \
+                 than the timeout: --faults late-write)",
+                kvw_engine::policy::DEFERRED_RELEASE_TIMEOUT_US / 1_000_000
+            )?;
+        }
+    }
     if let Some(path) = &args.out {
         crate::probe::write_receipt(path, args.sign.key(), &predicate, args.sign.force())?;
         eprintln!("signed receipt written to {}", path.display());

@@ -246,11 +246,8 @@ fn explanation(case: &str, field: &str) -> Option<String> {
         ("aborted-middle-result", _) => {
             "stub limit of the engine's result door: upstream (0.5.19 on) drops an aborted middle chunk's send (`is_aborted` in the middle-chunk branch) and keeps the request, with its KV and metadata, for its last chunk's result, where #36988 retires it; the engine sends the middle chunk before #36988 and retires at it after, so its counts come one result early (the probe drives no last chunk)"
         }
-        (
-            "test_grammar_rejection_retires_prefill_before_transfer",
-            "status" | "message" | "finished" | "to_finish_pending",
-        ) => {
-            "grammar status: upstream's PD prefill result path answers a refused first token with prepare_abort(500), which sets finished_reason at once; the engine's first-token check records it in to_finish with 400 (changing it moves the published scenario and gate receipts, left as a stated limit)"
+        ("test_grammar_rejection_retires_prefill_before_transfer", "message") => {
+            "wording: upstream's prepare_abort message names the grammar backend's failure; the engine's names the refused token (status 500 and the finish state agree)"
         }
         ("decode-timeout", "message") => {
             "wording: the engine's message names the waiting timeout; upstream's names the failed transfer (rank, rid, room) and the transport's exception, here the stub's"

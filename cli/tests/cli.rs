@@ -165,7 +165,7 @@ fn check_finds_the_incident_pre_fix_and_holds_with_all_fixes() {
         "--requests",
         "2",
         "--faults",
-        "all",
+        "aborts,lost-ack",
         "--key",
         &key,
         "--out",
@@ -173,6 +173,22 @@ fn check_finds_the_incident_pre_fix_and_holds_with_all_fixes() {
     ]);
     assert!(all.status.success(), "{}", stderr(&all));
     assert!(!String::from_utf8_lossy(&all.stdout).contains("Violated"));
+
+    // A write later than deferred release's timeout breaks every fix, and
+    // the output says which window it is.
+    let late = kvw(&[
+        "check",
+        "--fixes",
+        "all",
+        "--requests",
+        "2",
+        "--faults",
+        "all",
+    ]);
+    assert!(!late.status.success());
+    let out = String::from_utf8_lossy(&late.stdout);
+    assert!(out.contains("release_timeout"), "{out}");
+    assert!(out.contains("deferred release timed out"), "{out}");
 
     for receipt in ["none.json", "all.json"] {
         let v = kvw(&["verify", &d(receipt)]);

@@ -60,12 +60,17 @@ pub struct Doors {
     /// What retiring a request does to its session.
     pub session_effect: fn(Option<&Session>) -> SessionEffect,
     /// PR #36988: an aborted result is released only after the chunk writes
-    /// still in flight for its room have landed.
+    /// still in flight for its room have landed. Model assumption: upstream
+    /// waits on `inflight_middle_chunks`, which counts overlapped
+    /// middle-chunk forward results (PR #36926), not RDMA writes in flight
+    /// (see [`crate::scenarios::cleanup::INFLIGHT_CHUNK_ASSUMPTION`]).
     pub retire_waits_for_inflight: bool,
     /// PR #36988: a delayed result of an already retired request is ignored.
     pub ignore_retired_result: bool,
-    /// PR #40645: a decode drain-ack target is kept until the room's writes
-    /// finish, rather than dropped (and counted as drained) at the abort.
+    /// PR #40645: prefill keeps a decode peer's drain-ack target until the
+    /// room's writes finish, rather than `CommonKVSender.clear()` dropping
+    /// it when prefill polls `Failed` after the abort (then no ack comes
+    /// and decode releases at [`DEFERRED_RELEASE_TIMEOUT_US`]).
     pub ack_waits_for_writes: bool,
     /// PR #41402: every decode peer of a room is acknowledged, not one per room.
     pub ack_every_peer: bool,
@@ -202,7 +207,23 @@ pub enum Release {
     Now,
     /// Keep them allocated until in-flight writes drain and the peer acks.
     Defer,
+    /// Give them back although the drain ack never came: the deferral ran
+    /// out its [`DEFERRED_RELEASE_TIMEOUT_US`]. A write still on the wire
+    /// then lands in whatever the pages hold next (the use-after-free
+    /// window SGLang PR #38961 describes).
+    TimedOut,
 }
+
+/// How long decode keeps the pages of a deferred release waiting for the
+/// drain ack before it gives them back anyway: 30 s in the deferred
+/// decode-side release of SGLang PR #35049
+/// (<https://github.com/sgl-project/sglang/pull/35049>, "released only
+/// after the drain (here via the 30 s timeout)"). PR #38961
+/// (<https://github.com/sgl-project/sglang/pull/38961>) calls the release
+/// after it a use-after-free window. The constant only orders the release
+/// among the other events; whether anything goes wrong follows from a
+/// write landing after it.
+pub const DEFERRED_RELEASE_TIMEOUT_US: u64 = 30_000_000;
 
 /// Release rule for the pages of an aborted or failed request. Without
 /// deferred release (PRs #35049, #40645, #41404) pages return at once even
@@ -212,6 +233,21 @@ pub fn release_rule(inflight_writes: usize, peer_acked: bool, fixes: FixSet) -> 
         Release::Defer
     } else {
         Release::Now
+    }
+}
+
+/// [`release_rule`] for a deferral of decode's pages that has waited
+/// `waited_us`: once the release timeout passed, the pages go back
+/// ([`Release::TimedOut`]) whatever the writes and the ack say.
+pub fn deferred_release_rule(
+    inflight_writes: usize,
+    peer_acked: bool,
+    waited_us: u64,
+    fixes: FixSet,
+) -> Release {
+    match release_rule(inflight_writes, peer_acked, fixes) {
+        Release::Defer if waited_us >= DEFERRED_RELEASE_TIMEOUT_US => Release::TimedOut,
+        rule => rule,
     }
 }
 
@@ -345,6 +381,19 @@ mod tests {
         assert_eq!(release_rule(2, true, on), Release::Defer);
         assert_eq!(release_rule(0, false, on), Release::Defer);
         assert_eq!(release_rule(0, true, on), Release::Now);
+    }
+
+    #[test]
+    fn a_deferral_without_its_drain_ack_ends_at_the_release_timeout() {
+        let on = FixSet::new(&[Fix::DeferredRelease]);
+        let t = DEFERRED_RELEASE_TIMEOUT_US;
+        assert_eq!(deferred_release_rule(1, false, t - 1, on), Release::Defer);
+        assert_eq!(deferred_release_rule(1, false, t, on), Release::TimedOut);
+        assert_eq!(deferred_release_rule(0, true, t, on), Release::Now);
+        assert_eq!(
+            deferred_release_rule(1, false, t, FixSet::default()),
+            Release::Now
+        );
     }
 
     #[test]

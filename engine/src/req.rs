@@ -83,6 +83,9 @@ pub struct RetractionBackup {
     pub tokens: usize,
 }
 
+/// The status of [`Req::prepare_abort`]: `HTTPStatus.INTERNAL_SERVER_ERROR`.
+pub const PREPARE_ABORT_STATUS: u16 = 500;
+
 /// One request as one worker (prefill or decode) sees it.
 #[derive(Debug, Clone)]
 pub struct Req {
@@ -155,6 +158,20 @@ impl Req {
         self.to_finish = Some(FinishReason::Abort {
             message: message.to_string(),
             status_code,
+        });
+    }
+
+    /// Upstream `prepare_abort(req, error_message, status_code)`
+    /// (`python/sglang/srt/disaggregation/utils.py`) as the PD prefill result
+    /// path calls it for a first token the request's grammar refuses: the
+    /// abort is *applied* at once (`finished_reason = FINISH_ABORT(...)`, so
+    /// `finished()` is true before any result door asks), with status 500;
+    /// the input stays as computed.
+    pub fn prepare_abort(&mut self, message: &str) {
+        self.to_finish = None;
+        self.finished_reason = Some(FinishReason::Abort {
+            message: message.to_string(),
+            status_code: PREPARE_ABORT_STATUS,
         });
     }
 

@@ -5,9 +5,10 @@
 //! deque of free indices, `alloc` pops from the left, `free` appends on the
 //! right, and nothing checks that a freed index was held. A second free of
 //! the same index therefore puts it in the deque twice, and two later
-//! requests are handed the same index — the metadata buffer index collision
-//! of SGLang #22716. The pool reports both facts so the simulator can record
-//! them; it never refuses, exactly like upstream.
+//! requests are handed the same index (a collision by double free; SGLang
+//! #22716's collision comes from PP > 1 stages writing one slot in no fixed
+//! order, which is not modelled). The pool reports both facts so the
+//! simulator can record them; it never refuses, exactly like upstream.
 
 use std::collections::VecDeque;
 

@@ -51,6 +51,10 @@ pub struct Room {
     pub faults: Vec<Fault>,
     /// Decode peers that acknowledged their drain.
     pub acked_peers: Vec<u32>,
+    /// Decode peers whose ack target prefill dropped while their writes were
+    /// still in flight (`CommonKVSender.clear()` without PR #40645): no ack
+    /// will ever come for them.
+    pub dropped_peers: Vec<u32>,
     /// Decode is done with the room (handoff accepted or aborted).
     pub cleared: bool,
     /// Decode closed the room to the sender: later chunks are not posted
@@ -77,8 +81,11 @@ impl Room {
 /// rules, SGLang #38961 and the PRs that close its gaps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckRules {
-    /// A peer acks only once its writes landed (PR #40645); otherwise its
-    /// ack target is dropped at the abort and counted as drained.
+    /// Prefill keeps a peer's ack target until that peer's writes landed
+    /// and acks then (PR #40645). Without it, prefill's
+    /// `CommonKVSender.clear()` pops the target while the writes are still
+    /// in flight (SGLang #38961, first gap): that peer is never acked, and
+    /// decode gives its pages back at the release timeout.
     pub waits_for_writes: bool,
     /// Every peer acks (PR #41402); otherwise one ack stands for the room.
     pub every_peer: bool,
@@ -224,9 +231,11 @@ impl TransferChannel {
         self.ack_with(room, AckRules::SHIPPED);
     }
 
-    /// Decode is done with `room`: each peer whose writes drained acks now
-    /// (every peer at once when `waits_for_writes` is off; only the first
-    /// when `every_peer` is off). Returns the peers that acked.
+    /// Decode is done with `room`: each peer whose writes drained acks now;
+    /// a peer with writes in flight acks once they land, or, when
+    /// `waits_for_writes` is off, loses its ack target for good (only the
+    /// first peer counts when `every_peer` is off). Returns the peers that
+    /// acked.
     pub fn ack_with(&mut self, room: u64, rules: AckRules) -> Vec<u32> {
         let busy: Vec<u32> = self
             .pending
@@ -244,7 +253,13 @@ impl TransferChannel {
         let peers = if rules.every_peer { r.peers() } else { 1 };
         let mut now = Vec::new();
         for p in 0..peers {
-            if r.acked_peers.contains(&p) || (rules.waits_for_writes && busy.contains(&p)) {
+            if r.acked_peers.contains(&p) || r.dropped_peers.contains(&p) {
+                continue;
+            }
+            if busy.contains(&p) {
+                if !rules.waits_for_writes {
+                    r.dropped_peers.push(p);
+                }
                 continue;
             }
             r.acked_peers.push(p);

@@ -363,11 +363,12 @@ fn sender_abort_fails(fixes: FixSet) -> Fields {
 }
 
 /// The final chunk's first token is refused by the request's grammar: the
-/// engine's first-token check (`sim::prefill`) records the abort in
-/// `to_finish` before the result door decides.
+/// engine's first-token check (`sim::prefill`) aborts it with
+/// `prepare_abort` (500, `finished_reason` set at once) before the result
+/// door decides.
 fn grammar_rejection(fixes: FixSet) -> Fields {
     let mut req = bootstrapped();
-    req.set_finish_with_abort_keep_input("grammar rejected token 1", 400);
+    req.prepare_abort("grammar rejected token 1");
     let action = prefill_result_action(&req, true, fixes);
     let retired = action == ResultAction::Retire;
     if retired {
@@ -504,6 +505,21 @@ mod tests {
         assert_eq!(post["door"], "admit");
         assert_eq!(post["queue"], "prealloc");
         assert_eq!(post["receiver_created"], 1);
+    }
+
+    /// Upstream's PD prefill result path aborts a refused first token with
+    /// `prepare_abort`: 500, finished at once, so before #36988 the chunk
+    /// goes out for a request that already counts as finished.
+    #[test]
+    fn a_grammar_refusal_answers_500_and_is_finished_at_once() {
+        let case = "test_grammar_rejection_retires_prefill_before_transfer";
+        let pre = observe(case, &INPUTS, &[]).unwrap();
+        assert_eq!(pre["status"], 500);
+        assert_eq!(pre["finished"], true);
+        assert_eq!(pre["to_finish_pending"], false);
+        assert_eq!(pre["chunk_sent"], 1);
+        let post = observe(case, &INPUTS, &[Fix::RetireAbortedPrefillResult]).unwrap();
+        assert_eq!(post["status"], 500);
     }
 
     #[test]

@@ -35,11 +35,14 @@ pub enum GuardRule {
     SessionDetach,
     /// Detaching streaming sessions only.
     DetachStreamingOnly,
-    /// Waiting for in-flight chunk writes before the release.
+    /// Waiting for in-flight chunk writes before the release (a model
+    /// assumption: upstream's `inflight_middle_chunks` counts overlapped
+    /// middle-chunk forward results, PR #36926, not RDMA writes in flight).
     WaitForInflightWrites,
     /// Ignoring a result delivered again for a retired request.
     IgnoreLateResults,
-    /// Keeping the drain-ack target until the writes finish.
+    /// Prefill keeping the drain-ack target until the writes finish (PR
+    /// #40645; without it `CommonKVSender.clear()` drops it).
     AckAfterWrites,
     /// One drain ack per decode peer.
     AckEveryPeer,
@@ -72,6 +75,9 @@ pub enum Expected {
     FailsWithout { guard: Vec<Fix> },
     /// The guard is off and nothing tests the defense.
     NotExercisedWithout { guard: Vec<Fix> },
+    /// The guard is off and the record has no run of the case before the
+    /// fix, for `reason`: whatever the engine shows is its own prediction.
+    NotObservedWithout { guard: Vec<Fix>, reason: String },
 }
 
 /// What the assertion saw.
@@ -226,6 +232,9 @@ pub enum Breach {
         worker: Worker,
         releases: u32,
     },
+    /// A worker gave a request's KV pages back without the drain ack: the
+    /// deferred release ran out its timeout.
+    ReleasedWithoutDrainAck { rid: String, worker: Worker },
     /// KV pages were freed twice.
     PageDoubleFrees { count: u32 },
     /// Decode attended for a request it must not serve.

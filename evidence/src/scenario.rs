@@ -72,8 +72,14 @@ pub struct ScenarioInfo {
     pub guard_fixes: Vec<Fix>,
     /// A rule inside those switches the scenario depends on.
     pub guard_rule: Option<GuardRule>,
-    /// What the record says a run without the guard does: `fails` or `holds-vacuously`.
+    /// What the record says a run without the guard does: `fails`,
+    /// `holds-vacuously` or `not-observed-pre-fix` (the record shows no run
+    /// of the case before the fix).
     pub record: String,
+    /// Set when the scenario and its guard rule rest on a model assumption
+    /// rather than on upstream's code: the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_assumption: Option<String>,
 }
 
 /// One scenario run, judged.

@@ -256,7 +256,7 @@ fn flag_cases() -> Vec<Case> {
                     "--requests",
                     "4",
                     "--faults",
-                    "all",
+                    "aborts,lost-ack",
                     "--fixes",
                     "all",
                     "--timeout",

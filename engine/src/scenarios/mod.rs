@@ -103,7 +103,17 @@ pub enum Record {
     Fails,
     /// Nothing tests the defense: the assertion holds vacuously.
     HoldsVacuously,
+    /// The record shows no run of this case before the fix: the engine's
+    /// run without the guard is its own prediction, not a reproduction.
+    /// Before #36988 the record observed two effects of the result path
+    /// (the re-queue of an aborted final result, and a late result that
+    /// still sends a chunk); the other cleanup tests came with or after the
+    /// fix (the sampling-mask tests postdate it).
+    NotObservedPreFix,
 }
+
+/// Why a [`Record::NotObservedPreFix`] case has no pre-fix observation.
+pub const NOT_OBSERVED_PRE_FIX: &str = "not observed before the fix: the record shows two effects before PR #36988 (the re-queue of an aborted final result and a late result that still sends a chunk); this upstream test came with or after the fix (the sampling-mask tests postdate it), so the engine's run without the guard is its own prediction";
 
 /// Which switches and rules a run uses.
 #[derive(Debug, Clone)]
@@ -188,6 +198,8 @@ impl Judged {
             (true, _) => self.status == Status::Pass,
             (false, Record::Fails) => self.status == Status::Fail,
             (false, Record::HoldsVacuously) => self.status == Status::NotExercised,
+            // The record says nothing either way.
+            (false, Record::NotObservedPreFix) => true,
         }
     }
 }
@@ -215,6 +227,10 @@ impl Scenario {
             },
             (false, Record::Fails) => Expected::FailsWithout { guard },
             (false, Record::HoldsVacuously) => Expected::NotExercisedWithout { guard },
+            (false, Record::NotObservedPreFix) => Expected::NotObservedWithout {
+                guard,
+                reason: NOT_OBSERVED_PRE_FIX.into(),
+            },
         };
         let guard = self.guard.fixes.to_vec();
         let (observed, why) = match &observed_run.verdict {
@@ -255,7 +271,9 @@ impl Scenario {
     /// guard's rule removed with the guard's switches on.
     pub fn removals(&self) -> Vec<(Removed, Setup)> {
         let mut out = Vec::new();
-        if self.record == Record::Fails {
+        // A case the record did not observe pre-fix still has the engine's
+        // own guard-removed run: the guard must matter to the engine.
+        if self.record != Record::HoldsVacuously {
             let fixes: Vec<Fix> = Fix::ALL
                 .into_iter()
                 .filter(|f| !self.guard.fixes.contains(f))

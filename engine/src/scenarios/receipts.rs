@@ -42,7 +42,9 @@ pub fn info(s: &Scenario) -> ScenarioInfo {
         record: match s.record {
             Record::Fails => "fails".into(),
             Record::HoldsVacuously => "holds-vacuously".into(),
+            Record::NotObservedPreFix => "not-observed-pre-fix".into(),
         },
+        model_assumption: super::cleanup::model_assumption(s.name).map(String::from),
     }
 }
 

@@ -5,13 +5,21 @@
 //!   reused, and a late write lands in the next tenant's page; deferred
 //!   release (#35049) closes it.
 //! * SGLang #33507: a request aborted mid-transfer answered 200 "length".
-//! * SGLang #22716: a metadata buffer index freed twice is handed to two
-//!   requests (here: through a result processed twice).
+//! * a metadata buffer index freed twice is handed to two requests (here:
+//!   through a result processed twice; #36988 closes this double free). It
+//!   is *not* SGLang #22716, whose root cause is PP > 1 stages writing aux
+//!   data to the same decode metadata slot in no fixed order, which the
+//!   engine does not model (one pipeline stage).
 //! * SGLang #38961: three gaps of drain acks under deferred release — the
-//!   ack target dropped before the drain (closed by #40645), one ack per
+//!   ack target dropped on prefill (`CommonKVSender.clear()`) before the
+//!   drain, so decode releases only at the 30 s release timeout of #35049
+//!   without an ack (closed by #40645), one ack per
 //!   room under fan-out (closed by #41402), no ack for a cleared room with a
 //!   chunk outstanding (model assumption: closed with the drain-ack work the
-//!   record groups under `deferred-release`).
+//!   record groups under `deferred-release`). Every drain scenario also
+//!   checks that acme's pages went back with their ack, not at the release
+//!   timeout ([`crate::policy::DEFERRED_RELEASE_TIMEOUT_US`]); a write later
+//!   than that timeout is the open window engine/tests/late_write.rs shows.
 
 use kvw_evidence::judged::{Breach, GuardRule, Outcome};
 use kvw_evidence::{EventKind, Fix, ResourceAction as RA, ResourceKind as RK, Worker};
@@ -133,6 +141,7 @@ fn late_write(setup: &Setup) -> Observed {
     );
     judge(s.run(), |ran| {
         no_stale_write(ran)?;
+        released_with_ack(ran, acme)?;
         let foreign = ran.foreign_reads(umbrella);
         ensure!(
             foreign == 0,
@@ -239,9 +248,23 @@ fn metadata_collision(setup: &Setup) -> Observed {
     })
 }
 
-/// The drain checks: no stale write, and acme's decode pages freed once.
+/// `req`'s pages went back with their drain ack, not at the release
+/// timeout ([`crate::policy::DEFERRED_RELEASE_TIMEOUT_US`]).
+fn released_with_ack(ran: &Ran, req: u32) -> Result<(), Breach> {
+    match ran.released_unacked.iter().find(|(r, _)| *r == req) {
+        Some(&(r, worker)) => Err(Breach::ReleasedWithoutDrainAck {
+            rid: ran.rid(r),
+            worker,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The drain checks: no stale write, acme's decode pages given back with
+/// their drain ack (not by the release timeout), and freed once.
 fn drained(ran: &Ran, acme: u32) -> Result<Outcome, Breach> {
     no_stale_write(ran)?;
+    released_with_ack(ran, acme)?;
     let frees = ran.frees(acme, Worker::Decode) as u32;
     ensure!(
         frees == 1,
@@ -269,4 +292,32 @@ fn fan_out(setup: &Setup) -> Observed {
 fn cleared_room(setup: &Setup) -> Observed {
     let (ran, acme) = aborted_in_flight(setup, 6, false);
     judge(ran, |ran| drained(ran, acme))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without PR #40645 prefill's `CommonKVSender.clear()` drops the ack
+    /// target while acme's write is on the wire: no ack ever comes, and
+    /// decode gives acme's pages back only at the release timeout.
+    #[test]
+    fn a_dropped_ack_target_ends_in_a_release_at_the_timeout() {
+        let mut setup = Setup::new(DEFERRED);
+        setup.doors.ack_waits_for_writes = false;
+        let run = ack_target_dropped(&setup);
+        assert!(
+            matches!(
+                &run.verdict,
+                Err(Breach::ReleasedWithoutDrainAck {
+                    worker: Worker::Decode,
+                    ..
+                })
+            ),
+            "{:?}",
+            run.verdict
+        );
+        let shipped = ack_target_dropped(&Setup::new(DEFERRED));
+        assert!(shipped.verdict.is_ok(), "{:?}", shipped.verdict);
+    }
 }

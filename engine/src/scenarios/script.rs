@@ -147,6 +147,9 @@ pub struct Ran {
     /// `(request, page)` of writes that landed outside their owner's pages.
     pub stale_writes: Vec<(u32, u32)>,
     pub double_frees: u32,
+    /// `(request, worker)` of releases that gave pages back without their
+    /// drain ack (the deferred release timed out).
+    pub released_unacked: Vec<(u32, Worker)>,
     /// Page pictures of the first request, keyed by event index.
     pub pictures: Vec<(usize, kvw_evidence::PageView)>,
 }
@@ -165,6 +168,7 @@ impl Ran {
                 .collect(),
             stale_writes: sim.stale_writes.clone(),
             double_frees: sim.counters.double_frees,
+            released_unacked: sim.released_unacked.clone(),
             pictures: sim.trace.pictures.clone(),
         }
     }

@@ -219,6 +219,10 @@ pub struct Sim<'b> {
     /// Page writes that landed in a decode page not handed to their writer,
     /// or copied a prefill page no longer held by it: (request, page).
     pub stale_writes: Vec<(u32, u32)>,
+    /// `(request, worker)` of each release that gave pages back without
+    /// their drain ack because the deferral timed out
+    /// ([`crate::policy::Release::TimedOut`]).
+    pub released_unacked: Vec<(u32, Worker)>,
     /// Prompt tokens of a request whose KV a prefix cache already holds
     /// (set by [`crate::live`]); prefill charges no forward time for them.
     pub prefill_cached: std::collections::BTreeMap<u32, usize>,
@@ -291,6 +295,7 @@ impl<'b> Sim<'b> {
             decode_owner: vec![None; decode_pages],
             prefill_owner: vec![None; prefill_pages],
             stale_writes: Vec::new(),
+            released_unacked: Vec::new(),
             backend,
             now: 0,
             prefill: PrefillWorker::new(&config),

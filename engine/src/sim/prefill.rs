@@ -487,10 +487,14 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
         let need = (p.done + n).div_ceil(ps) - p.pages.len();
         let Some(pages) = sim.prefill_pool.alloc(need) else {
             // A request aborted while it waits for KV holds only its Mamba
-            // slot and metadata: the #36988 path retires it with nothing
-            // forwarded (upstream's `allocated=False` + Mamba test shape).
-            if sim.fix(Fix::RetireAbortedPrefillResult) && p.req.to_finish.is_some() {
-                retire(sim, p, sim.now);
+            // slot and metadata, no KV row: its result goes through the
+            // result path with nothing forwarded, where #36988 retires it
+            // (upstream's `allocated=False` + Mamba test shape). Without the
+            // fix the result path would send, so it keeps waiting for KV.
+            if p.req.to_finish.is_some()
+                && policy::prefill_result_action(&p.req, false, sim.fixes) == ResultAction::Retire
+            {
+                process_result(sim, p, sim.now);
                 continue;
             }
             sim.prefill.waiting_queue.push_front(p);
@@ -629,20 +633,22 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
 }
 
 /// The first output token's checks on the final chunk: the grammar must
-/// accept it, and a sampling mask must be valid. Either failure records an
-/// abort in `to_finish` (`set_finish_with_abort`).
+/// accept it, and a sampling mask must be valid. A grammar refusal aborts
+/// through `prepare_abort` (500, applied at once), as upstream's PD
+/// prefill result path does; a bad sampling mask records its abort in
+/// `to_finish` (`set_finish_with_abort`).
 fn first_token_checks(sim: &mut Sim, p: &mut PReq) {
     let extras = sim.entries[p.idx as usize].extras.clone();
     // The model answers position 1 with the prompt's token there.
     let token = p.req.origin_input_ids.get(1).copied().unwrap_or(0);
     if let Some(allowed) = &extras.grammar_allows {
-        if p.req.to_finish.is_none() && !allowed.contains(&token) {
+        if p.req.to_finish.is_none() && !p.req.finished() && !allowed.contains(&token) {
             p.req
-                .set_finish_with_abort_keep_input(&format!("grammar rejected token {token}"), 400);
+                .prepare_abort(&format!("grammar rejected token {token}"));
         }
     }
     if let Some(mask) = extras.sampling_mask {
-        if p.req.to_finish.is_none() {
+        if p.req.to_finish.is_none() && !p.req.finished() {
             let message = match mask {
                 crate::sim::SamplingMask::Overflow => "sampling mask overflow",
                 crate::sim::SamplingMask::Invalid => "invalid sampling mask",

@@ -5,7 +5,10 @@
 //! the room's writes to land and its drain ack (deferred release, SGLang PRs
 //! #35049 / #40645 / #41402 / #41404, default-on per #41023). Freed pages
 //! keep their bytes unless `scrub-on-free` is on; with `poison-on-free` they
-//! are marked.
+//! are marked. Decode's deferral ends at
+//! [`policy::DEFERRED_RELEASE_TIMEOUT_US`] even without the drain ack (PR
+//! #35049): the release then happens without it and is recorded in
+//! [`Sim::released_unacked`].
 
 use kvw_evidence::{EventKind, Fix, PoisonMode, PoolSide, Worker};
 
@@ -18,22 +21,32 @@ pub struct Deferred {
     pub req: u32,
     pub room: u64,
     pub pages: Vec<u32>,
+    /// When the release was first deferred.
+    pub since_us: u64,
 }
 
 impl Sim<'_> {
     /// Free `pages` of `side` that belonged to bootstrap `room`, or defer them.
     pub(super) fn release(&mut self, side: PoolSide, req: u32, room: u64, pages: Vec<u32>) {
-        self.release_or_retry(side, req, room, pages, false);
+        self.release_or_retry(
+            side,
+            Deferred {
+                req,
+                room,
+                pages,
+                since_us: self.now,
+            },
+            false,
+        );
     }
 
-    fn release_or_retry(
-        &mut self,
-        side: PoolSide,
-        req: u32,
-        room: u64,
-        pages: Vec<u32>,
-        retry: bool,
-    ) {
+    fn release_or_retry(&mut self, side: PoolSide, d: Deferred, retry: bool) {
+        let Deferred {
+            req,
+            room,
+            ref pages,
+            since_us,
+        } = d;
         if pages.is_empty() {
             return;
         }
@@ -54,10 +67,26 @@ impl Sim<'_> {
         } else {
             0
         };
-        let rule = policy::release_rule(inflight, acked, self.fixes);
-        if retry && rule == Release::Defer {
-            self.deferred[side as usize].push(Deferred { req, room, pages });
-            return;
+        // Only decode's deferral has the release timeout (PR #35049 is the
+        // decode-side release).
+        let rule = match side {
+            PoolSide::Decode => policy::deferred_release_rule(
+                inflight,
+                acked,
+                self.now.saturating_sub(since_us),
+                self.fixes,
+            ),
+            PoolSide::Prefill => policy::release_rule(inflight, acked, self.fixes),
+        };
+        if rule == Release::Defer {
+            if side == PoolSide::Decode {
+                // Retry at the timeout, whatever else wakes decode first.
+                self.wake_decode(since_us + policy::DEFERRED_RELEASE_TIMEOUT_US);
+            }
+            if retry {
+                self.deferred[side as usize].push(d);
+                return;
+            }
         }
         self.record(
             req,
@@ -67,22 +96,25 @@ impl Sim<'_> {
                 deferred: rule == Release::Defer,
             },
         );
+        if rule == Release::TimedOut {
+            self.released_unacked.push((req, worker));
+        }
         match rule {
-            Release::Now => {
+            Release::Now | Release::TimedOut => {
                 let scrub = self.fix(Fix::ScrubOnFree);
                 let canary = self.poison_mode() != PoisonMode::Off;
                 let pool = match side {
                     PoolSide::Prefill => &mut self.prefill_pool,
                     PoolSide::Decode => &mut self.decode_pool,
                 };
-                if pool.free(&pages, scrub, canary).is_err() {
+                if pool.free(pages, scrub, canary).is_err() {
                     self.counters.double_frees += 1;
                 }
                 let owners = match side {
                     PoolSide::Prefill => &mut self.prefill_owner,
                     PoolSide::Decode => &mut self.decode_owner,
                 };
-                for &p in &pages {
+                for &p in pages {
                     if let Some(o) = owners.get_mut(p as usize) {
                         if *o == Some(req) {
                             *o = None;
@@ -90,14 +122,14 @@ impl Sim<'_> {
                     }
                 }
             }
-            Release::Defer => self.deferred[side as usize].push(Deferred { req, room, pages }),
+            Release::Defer => self.deferred[side as usize].push(d),
         }
     }
 
     /// Retry every deferred release of `side`.
     pub(super) fn release_deferred(&mut self, side: PoolSide) {
         for d in std::mem::take(&mut self.deferred[side as usize]) {
-            self.release_or_retry(side, d.req, d.room, d.pages, true);
+            self.release_or_retry(side, d, true);
         }
     }
 }

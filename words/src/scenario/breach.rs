@@ -145,6 +145,13 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
             rid = code(rid),
             t = times(*releases, lang)
         ),
+        Breach::ReleasedWithoutDrainAck { rid, worker: w } => say!(
+            lang,
+            "{w} gave {rid}'s KV pages back without the drain ack, when the deferred release timed out",
+            "{w} ha restituito le pagine KV di {rid} senza l'ack di drenaggio, allo scadere del rilascio differito",
+            w = worker(*w, lang),
+            rid = code(rid)
+        ),
         Breach::PageDoubleFrees { count: n } => say!(
             lang,
             "KV pages: {d}",

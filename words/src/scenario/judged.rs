@@ -27,6 +27,12 @@ pub fn expected(e: &Expected, lang: Lang) -> Said {
             "non esercitato senza {g}",
             g = fix_list(guard, lang)
         ),
+        Expected::NotObservedWithout { guard, .. } => say!(
+            lang,
+            "not observed without {g} in the record (the engine's run is its own prediction)",
+            "non osservato senza {g} nel record (l'esecuzione del motore è una sua previsione)",
+            g = fix_list(guard, lang)
+        ),
     }
 }
 

@@ -152,8 +152,8 @@ pub fn guard_rule(r: GuardRule, lang: Lang) -> Said {
         ),
         GuardRule::WaitForInflightWrites => words(
             lang,
-            "waiting for in-flight chunk writes before release",
-            "attendere le scritture di chunk in volo prima del rilascio",
+            "waiting for in-flight chunk writes before release (model assumption: upstream's counter counts overlapped middle-chunk results, PR #36926)",
+            "attendere le scritture di chunk in volo prima del rilascio (assunzione del modello: il contatore di upstream conta i risultati sovrapposti dei chunk intermedi, PR #36926)",
         ),
         GuardRule::IgnoreLateResults => words(
             lang,
@@ -162,8 +162,8 @@ pub fn guard_rule(r: GuardRule, lang: Lang) -> Said {
         ),
         GuardRule::AckAfterWrites => words(
             lang,
-            "keeping the ack target until writes finish",
-            "conservare il destinatario dell'ack finché le scritture non finiscono",
+            "prefill keeping the ack target until writes finish",
+            "prefill che conserva il destinatario dell'ack finché le scritture non finiscono",
         ),
         GuardRule::AckEveryPeer => words(
             lang,

@@ -285,19 +285,19 @@ pub const SCENARIOS: &[ScenarioText] = &[
     text(
         "metadata_buffer_index_collision",
         (
-            "an aborted request's result is processed twice, its metadata buffer index freed twice, and two later requests share it (#22716)",
-            "il risultato di una richiesta interrotta viene elaborato due volte, il suo indice di metadata buffer liberato due volte e due richieste successive se lo dividono (#22716)",
+            "an aborted request's result is processed twice, its metadata buffer index freed twice, and two later requests share it: a double free of a metadata slot, not the root cause of #22716 (with PP > 1, pipeline stages write aux data to the same decode metadata slot in no fixed order), which is not modelled",
+            "il risultato di una richiesta interrotta viene elaborato due volte, il suo indice di metadata buffer liberato due volte e due richieste successive se lo dividono: una doppia liberazione di uno slot di metadata, non la causa di #22716 (con PP > 1 gli stadi della pipeline scrivono i dati aux nello stesso slot di metadata di decode senza un ordine fisso), che non è modellata",
         ),
         (
-            "issue #22716; PR #36988 (freed once, late results ignored)",
-            "issue #22716; PR #36988 (una sola liberazione, risultati tardivi ignorati)",
+            "PR #36988 (freed once, late results ignored) closes this double free; #22716 itself (PP > 1) is not modelled and not claimed closed",
+            "PR #36988 (una sola liberazione, risultati tardivi ignorati) chiude questa doppia liberazione; #22716 in sé (PP > 1) non è modellata né dichiarata chiusa",
         ),
     ),
     text(
         "drain_ack_target_dropped_before_drain",
         (
-            "decode aborts with a write in flight and drops its drain-ack target, counting the room drained; the write lands in a freed page (#38961)",
-            "decode interrompe con una scrittura in volo e scarta il destinatario del drain ack, contando la room come drenata; la scrittura finisce in una pagina liberata (#38961)",
+            "decode aborts with a write in flight; prefill's `CommonKVSender.clear()` drops the drain-ack target before the write drains, so no ack comes and decode gives the pages back only at the 30 s release timeout (#35049), without the ack (#38961)",
+            "decode interrompe con una scrittura in volo; `CommonKVSender.clear()` di prefill scarta il destinatario del drain ack prima che la scrittura sia drenata, quindi nessun ack arriva e decode restituisce le pagine solo allo scadere del rilascio differito di 30 s (#35049), senza l'ack (#38961)",
         ),
         ("issue #38961; PR #40645", "issue #38961; PR #40645"),
     ),
