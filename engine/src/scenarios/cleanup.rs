@@ -299,6 +299,21 @@ fn mask_kept(mask: SamplingMask, transport_error: bool) -> Outcome {
     .outcome()
 }
 
+/// Whether prefill's result door retired request `r`.
+fn result_door_retired(ran: &Ran, r: u32) -> Result<(), Breach> {
+    let door = DoorName::PrefillResult;
+    let d = ran.door(r, door);
+    ensure!(
+        matches!(d, Some((DoorDecision::Retired, _))),
+        Breach::DoorDecided {
+            door,
+            decided: d.as_ref().map(|x| x.0),
+            to_finish: d.and_then(|x| x.1),
+        }
+    );
+    Ok(())
+}
+
 /// The checks every retired result shares: retired at the result door,
 /// one `sender.abort()`, `kinds` freed once each, KV released once, no
 /// double free, one prefill answer with `status`, nothing sent after `sent`
@@ -310,16 +325,7 @@ fn retired_once(
     kinds: &[RK],
     sent: u32,
 ) -> Result<Retired, Breach> {
-    let door = DoorName::PrefillResult;
-    let d = ran.door(r, door);
-    ensure!(
-        matches!(d, Some((DoorDecision::Retired, _))),
-        Breach::DoorDecided {
-            door,
-            decided: d.as_ref().map(|x| x.0),
-            to_finish: d.and_then(|x| x.1),
-        }
-    );
+    result_door_retired(ran, r)?;
     let sends = ran.sends(r) as u32;
     ensure!(
         sends == sent,
@@ -539,16 +545,7 @@ fn mamba_before_kv(setup: &Setup) -> Observed {
         );
         // The result path decided, for a request holding its Mamba slot
         // and no KV row: nothing of KV to give back.
-        let door = DoorName::PrefillResult;
-        let d = ran.door(r, door);
-        ensure!(
-            matches!(d, Some((DoorDecision::Retired, _))),
-            Breach::DoorDecided {
-                door,
-                decided: d.as_ref().map(|x| x.0),
-                to_finish: d.and_then(|x| x.1),
-            }
-        );
+        result_door_retired(ran, r)?;
         let kv = ran.frees(r, Worker::Prefill) as u32;
         ensure!(
             kv == 0,
