@@ -8,7 +8,7 @@
 //! release becomes a signed `upstream-run/v1` receipt; the folder appears
 //! whole or not at all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -243,8 +243,19 @@ fn run_probe(release: &str, venv: &Venv, script: &Path, cases: &[String]) -> Res
 fn explanation(case: &str, field: &str) -> Option<String> {
     let text = match (case, field) {
         ("aborted-middle-result", "queue" | "status" | "message") => return None,
-        ("aborted-middle-result", _) => {
-            "stub limit of the engine's result door: upstream (0.5.19 on) drops an aborted middle chunk's send (`is_aborted` in the middle-chunk branch) and keeps the request, with its KV and metadata, for its last chunk's result, where #36988 retires it; the engine sends the middle chunk before #36988 and retires at it after, so its counts come one result early (the probe drives no last chunk)"
+        ("aborted-middle-result", _)
+        | (
+            "test_aborted_middle_result_waits_for_inflight_chunk",
+            "chunk_sent"
+            | "after_middle_chunk_sent"
+            | "after_middle_kv_released"
+            | "after_middle_metadata_released"
+            | "after_middle_streamed",
+        ) => {
+            "limit of the engine's model: its middle-chunk result stands for upstream's result path plus the next step's `process_prefill_chunk`, which sends the chunk (it checks no abort), while the probe drives the result path alone, where no release sends an aborted middle chunk (`is_aborted`); and from #36988 upstream keeps a request whose next chunk is launched (`still_chunking`), with its KV and metadata, for its final result, where the engine retires it at the middle result, one result early (where the final result is also run, the state after it agrees)"
+        }
+        (c, "message") if c.starts_with("test_sampling_mask_abort_preserves_error_and_releases_once") => {
+            "wording: upstream's sampling-mask messages name the backend's captured support and the --sampling-mask-max-tokens limit; the engine's name the mask's fault (status and finish state agree)"
         }
         ("test_grammar_rejection_retires_prefill_before_transfer", "message") => {
             "wording: upstream's prepare_abort message names the grammar backend's failure; the engine's names the refused token (status 500 and the finish state agree)"
@@ -340,6 +351,10 @@ fn cell(p: &UpstreamRunPredicate) -> String {
     )
 }
 
+/// The fields of one case a release cannot show for one reason, and the
+/// releases where that is so.
+type NotShown<'a> = (BTreeSet<&'a str>, Vec<&'a str>);
+
 fn print_table(
     releases: &[String],
     cases: &[String],
@@ -373,10 +388,24 @@ fn print_table(
         t.not_applicable,
         runs.iter().flatten().count()
     )?;
-    // Each difference once, with the releases it shows at.
+    // Each difference once, with the releases it shows at; the fields a
+    // release cannot show, one line per case and reason.
     let mut seen: BTreeMap<(String, String, String, String), Vec<&str>> = BTreeMap::new();
+    let mut not_shown: BTreeMap<(&str, String), NotShown> = BTreeMap::new();
     for p in runs.iter().flatten() {
-        for f in p.fields.iter().filter(|f| f.verdict != Verdict::Agree) {
+        for f in p
+            .fields
+            .iter()
+            .filter(|f| f.verdict == Verdict::NotApplicable)
+        {
+            let reason = f.reason.clone().unwrap_or_else(|| "no reason given".into());
+            let (fields, releases) = not_shown.entry((&p.case, reason)).or_default();
+            fields.insert(&f.field);
+            if releases.last() != Some(&p.release.as_str()) {
+                releases.push(&p.release);
+            }
+        }
+        for f in p.fields.iter().filter(|f| f.verdict == Verdict::Differ) {
             let side =
                 |m: &BTreeMap<String, Value>| m.get(&f.field).unwrap_or(&Value::Null).to_string();
             let key = (
@@ -391,6 +420,14 @@ fn print_table(
     for ((what, real, engine, reason), releases) in seen {
         outln!(
             "  {what} (SGLang {}): real {real} vs engine {engine}; {reason}",
+            releases.join(", ")
+        )?;
+    }
+    for ((case, reason), (fields, releases)) in not_shown {
+        outln!(
+            "  n.a. {case}: {} field(s) {} (SGLang {}); {reason}",
+            fields.len(),
+            fields.into_iter().collect::<Vec<_>>().join(", "),
             releases.join(", ")
         )?;
     }

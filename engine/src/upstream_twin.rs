@@ -19,10 +19,13 @@ use kvw_evidence::Fix;
 use serde_json::{json, Value};
 
 use crate::policy::{
-    entry_door, handoff_door, prefill_result_action, release_rule, Door, Doors, FixSet,
-    HandoffDecision, KvPoll, Release, ResultAction,
+    entry_door, handoff_door, null_mode_door, prefill_result_action, release_rule, Door, Doors,
+    FixSet, HandoffDecision, KvPoll, Release, ResultAction, SessionEffect,
 };
-use crate::req::{max_req_input_len, validate_input_length, FinishReason, Req, RetractionBackup};
+use crate::req::{
+    max_req_input_len, validate_input_length, FinishReason, Req, RetractionBackup, Session,
+};
+use crate::sim::SamplingMask;
 
 /// The inputs a probe ran with (it prints them beside its observations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,10 +68,13 @@ struct Entry {
     /// The request carries `is_retracted` but comes back through a plain
     /// `add` (preempted and re-queued), not decode's retract path.
     preempted: bool,
+    /// The request belongs to a session (`Some(streaming)`) whose active
+    /// slot it holds when the session streams.
+    session: Option<bool>,
 }
 
 /// The cases, by the names the probes use.
-pub const CASES: [&str; 17] = [
+pub const CASES: [&str; 28] = [
     "input-cap",
     DOOR_CASES[0].1,
     DOOR_CASES[1].1,
@@ -78,14 +84,25 @@ pub const CASES: [&str; 17] = [
     "test_reentering_prefill_request_is_not_retired.retraction_backup",
     "test_preempted_reentry_is_not_retired.prefill",
     "test_preempted_reentry_is_not_retired.decode",
-    "test_retracted_decode_request_is_not_retired.is_retracted",
-    "test_retracted_decode_request_is_not_retired.is_rebootstrap",
+    "test_retracted_decode_request_is_not_retired.is_retracted.backup",
+    "test_retracted_decode_request_is_not_retired.is_retracted.no_backup",
+    "test_retracted_decode_request_is_not_retired.is_rebootstrap.backup",
+    "test_retracted_decode_request_is_not_retired.is_rebootstrap.no_backup",
+    "test_null_mode_is_deliberately_untouched",
+    "test_retire_detaches_a_streaming_session",
+    "test_retire_leaves_a_non_streaming_session_alone",
     "aborted-final-result",
     "aborted-middle-result",
     "test_delayed_result_ignores_already_retired_request",
     "decode-timeout",
     "test_sender_abort_failure_does_not_skip_local_cleanup",
     "test_grammar_rejection_retires_prefill_before_transfer",
+    "test_aborted_middle_result_waits_for_inflight_chunk",
+    "test_aborted_result_releases_mamba_allocated_before_kv",
+    "test_sampling_mask_abort_preserves_error_and_releases_once.overflow",
+    "test_sampling_mask_abort_preserves_error_and_releases_once.overflow.transport_error",
+    "test_sampling_mask_abort_preserves_error_and_releases_once.invalid",
+    "test_sampling_mask_abort_preserves_error_and_releases_once.invalid.transport_error",
 ];
 
 /// Run `case` on the engine with `fixes`; `None` for a case it does not know.
@@ -151,7 +168,16 @@ pub fn observe(case: &str, inputs: &Inputs, fixes: &[Fix]) -> Option<Fields> {
             },
             fixes,
         ),
-        "test_retracted_decode_request_is_not_retired.is_retracted" => door(
+        "test_retracted_decode_request_is_not_retired.is_retracted.backup" => door(
+            inputs,
+            Entry {
+                retracted: true,
+                retraction_backup: true,
+                ..decode
+            },
+            fixes,
+        ),
+        "test_retracted_decode_request_is_not_retired.is_retracted.no_backup" => door(
             inputs,
             Entry {
                 retracted: true,
@@ -159,11 +185,37 @@ pub fn observe(case: &str, inputs: &Inputs, fixes: &[Fix]) -> Option<Fields> {
             },
             fixes,
         ),
-        "test_retracted_decode_request_is_not_retired.is_rebootstrap" => door(
+        "test_retracted_decode_request_is_not_retired.is_rebootstrap.backup" => door(
+            inputs,
+            Entry {
+                rebootstrap: true,
+                retraction_backup: true,
+                ..decode
+            },
+            fixes,
+        ),
+        "test_retracted_decode_request_is_not_retired.is_rebootstrap.no_backup" => door(
             inputs,
             Entry {
                 rebootstrap: true,
                 ..decode
+            },
+            fixes,
+        ),
+        "test_null_mode_is_deliberately_untouched" => null_mode(inputs, fixes),
+        "test_retire_detaches_a_streaming_session" => door(
+            inputs,
+            Entry {
+                session: Some(true),
+                ..prefill
+            },
+            fixes,
+        ),
+        "test_retire_leaves_a_non_streaming_session_alone" => door(
+            inputs,
+            Entry {
+                session: Some(false),
+                ..prefill
             },
             fixes,
         ),
@@ -173,6 +225,16 @@ pub fn observe(case: &str, inputs: &Inputs, fixes: &[Fix]) -> Option<Fields> {
         "decode-timeout" => decode_timeout(fixes),
         "test_sender_abort_failure_does_not_skip_local_cleanup" => sender_abort_fails(fixes),
         "test_grammar_rejection_retires_prefill_before_transfer" => grammar_rejection(fixes),
+        "test_aborted_middle_result_waits_for_inflight_chunk" => inflight_middle_chunk(fixes),
+        "test_aborted_result_releases_mamba_allocated_before_kv" => mamba_before_kv(fixes),
+        "test_sampling_mask_abort_preserves_error_and_releases_once.overflow"
+        | "test_sampling_mask_abort_preserves_error_and_releases_once.overflow.transport_error" => {
+            sampling_mask(SamplingMask::Overflow, fixes)
+        }
+        "test_sampling_mask_abort_preserves_error_and_releases_once.invalid"
+        | "test_sampling_mask_abort_preserves_error_and_releases_once.invalid.transport_error" => {
+            sampling_mask(SamplingMask::Invalid, fixes)
+        }
         _ => return None,
     };
     Some(fields)
@@ -221,13 +283,25 @@ fn finish(req: &Req, streamed: u32) -> Fields {
     ])
 }
 
-fn door(i: &Inputs, e: Entry, fixes: FixSet) -> Fields {
-    let len = if e.overlong { i.overlong } else { i.valid };
+/// A `len`-token request after the scheduler's intake check, and the
+/// check's rejection message if it was over the cap.
+fn after_intake(i: &Inputs, len: usize) -> (Req, Option<String>) {
     let mut req = Req::new("r", "t", vec![1; len], 8, 7);
     let rejection = validate_input_length(len, max_req_input_len(i.context_len, i.pool));
     if let Some(msg) = &rejection {
         req.set_finish_with_abort(msg, 400);
     }
+    (req, rejection)
+}
+
+fn door(i: &Inputs, e: Entry, fixes: FixSet) -> Fields {
+    let len = if e.overlong { i.overlong } else { i.valid };
+    let (mut req, rejection) = after_intake(i, len);
+    req.session = e.session.map(|streaming| Session {
+        id: "s".into(),
+        streaming,
+        holds_active_slot: streaming,
+    });
     if e.metadata_index {
         req.metadata_buffer_index = Some(0);
     }
@@ -273,6 +347,41 @@ fn door(i: &Inputs, e: Entry, fixes: FixSet) -> Fields {
             json!(handshake && req.metadata_buffer_index.is_none()),
         );
     }
+    if let Some(session) = &req.session {
+        // Retiring at the door applies the rule's effect on the session
+        // (`Scheduler.retire_unadmitted_request`); an admitted request keeps
+        // its slot until scheduling detaches it.
+        let detached = decision == Door::Retire
+            && (Doors::SHIPPED.session_effect)(Some(session)) == SessionEffect::DetachActiveSlot;
+        out.insert("session_attached".into(), json!(!detached));
+        out.insert(
+            "session_in_flight".into(),
+            json!(session.holds_active_slot && !detached),
+        );
+    }
+    out.extend(finish(&req, u32::from(decision == Door::Retire)));
+    out
+}
+
+/// A rejected prompt on a scheduler that is not disaggregated.
+fn null_mode(i: &Inputs, fixes: FixSet) -> Fields {
+    let (mut req, rejection) = after_intake(i, i.overlong);
+    let decision = null_mode_door(&req, fixes, &Doors::SHIPPED);
+    if decision == Door::Retire {
+        req.update_finish_state();
+    }
+    let mut out = fields([
+        ("rejected_at_intake", json!(rejection.is_some())),
+        (
+            "queue",
+            json!(if decision == Door::Admit {
+                "waiting"
+            } else {
+                "none"
+            }),
+        ),
+        ("prompt_tokens_after_door", json!(req.input_len())),
+    ]);
     out.extend(finish(&req, u32::from(decision == Door::Retire)));
     out
 }
@@ -369,6 +478,68 @@ fn sender_abort_fails(fixes: FixSet) -> Fields {
 fn grammar_rejection(fixes: FixSet) -> Fields {
     let mut req = bootstrapped();
     req.prepare_abort("grammar rejected token 1");
+    let action = prefill_result_action(&req, true, fixes);
+    let retired = action == ResultAction::Retire;
+    if retired {
+        req.update_finish_state();
+    }
+    result_fields(&req, action, u32::from(retired), u32::from(retired))
+}
+
+/// An aborted request's middle-chunk result, then its final chunk's result.
+/// The engine decides at the middle result as its result door does (sends
+/// the chunk before #36988, retires after); a result for a request already
+/// retired is ignored. Fields count over both results; `after_middle_*`
+/// are the counts after the first.
+fn inflight_middle_chunk(fixes: FixSet) -> Fields {
+    let (mut req, retired, middle) = aborted_result(fixes, false);
+    let mut out = if retired {
+        middle.clone()
+    } else {
+        let action = prefill_result_action(&req, true, fixes);
+        let retired = action == ResultAction::Retire;
+        if retired {
+            req.update_finish_state();
+        }
+        let mut last = result_fields(&req, action, u32::from(retired), u32::from(retired));
+        let sent = |f: &Fields| f["chunk_sent"].as_u64().unwrap_or(0);
+        last.insert("chunk_sent".into(), json!(sent(&middle) + sent(&last)));
+        last
+    };
+    for k in ["chunk_sent", "kv_released", "metadata_released", "streamed"] {
+        out.insert(format!("after_middle_{k}"), middle[k].clone());
+    }
+    out
+}
+
+/// An aborted request holding a Mamba slot and no KV row or metadata
+/// buffer (it was aborted while it waited for KV) reaches its result. The
+/// release of its Mamba slot is `release_kv_cache`'s (upstream frees
+/// Mamba there), so a retire counts one KV release and no metadata one.
+fn mamba_before_kv(fixes: FixSet) -> Fields {
+    let mut req = Req::new("r", "t", vec![1; 100], 8, 7);
+    req.to_finish = Some(FinishReason::Abort {
+        message: "aborted by the client".into(),
+        status_code: 400,
+    });
+    let action = prefill_result_action(&req, true, fixes);
+    let retired = action == ResultAction::Retire;
+    if retired {
+        req.update_finish_state();
+    }
+    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    out.insert("metadata_released".into(), json!(0));
+    out.insert("mamba_released".into(), json!(u32::from(retired)));
+    out
+}
+
+/// The final result's sampling mask is refused (`sim::prefill`'s
+/// first-token check records the abort in `to_finish` with the mask's
+/// status). A sender whose `abort()` raises changes nothing: the abort is
+/// best-effort.
+fn sampling_mask(mask: SamplingMask, fixes: FixSet) -> Fields {
+    let mut req = bootstrapped();
+    req.set_finish_with_abort_keep_input(mask.message(), mask.status());
     let action = prefill_result_action(&req, true, fixes);
     let retired = action == ResultAction::Retire;
     if retired {
@@ -529,5 +700,81 @@ mod tests {
         assert_eq!(post["chunk_sent"], 0);
         assert_eq!(post["sender_abort"], 1);
         assert_eq!(post["finished"], true);
+    }
+
+    /// PR #38935 detaches a streaming session's active slot when it retires
+    /// a request at the door, and leaves a non-streaming session alone;
+    /// before it the door admits and the session stays in flight.
+    #[test]
+    fn retiring_at_the_door_detaches_only_a_streaming_session() {
+        let case = "test_retire_detaches_a_streaming_session";
+        let pre = observe(case, &INPUTS, &[]).unwrap();
+        assert_eq!(pre["door"], "admit");
+        assert_eq!(pre["session_in_flight"], true);
+        let post = observe(case, &INPUTS, &[Fix::RetireUnadmittedReject]).unwrap();
+        assert_eq!(post["door"], "retire");
+        assert_eq!(post["session_attached"], false);
+        assert_eq!(post["session_in_flight"], false);
+        let plain = observe(
+            "test_retire_leaves_a_non_streaming_session_alone",
+            &INPUTS,
+            &[Fix::RetireUnadmittedReject],
+        )
+        .unwrap();
+        assert_eq!(plain["door"], "retire");
+        assert_eq!(plain["session_attached"], true);
+    }
+
+    #[test]
+    fn the_null_mode_door_keeps_the_rejected_request_queued_under_every_fix() {
+        let all = [Fix::RetireAbortedPrefillResult, Fix::RetireUnadmittedReject];
+        for fixes in [&[][..], &all[..]] {
+            let out = observe("test_null_mode_is_deliberately_untouched", &INPUTS, fixes).unwrap();
+            assert_eq!(out["queue"], "waiting");
+            assert_eq!(out["to_finish_pending"], true);
+            assert_eq!(out["status"], 400);
+        }
+    }
+
+    #[test]
+    fn a_request_holding_only_a_mamba_slot_is_sent_before_36988_and_retired_after() {
+        let case = "test_aborted_result_releases_mamba_allocated_before_kv";
+        let pre = observe(case, &INPUTS, &[]).unwrap();
+        assert_eq!(pre["chunk_sent"], 1);
+        assert_eq!(pre["mamba_released"], 0);
+        let post = observe(case, &INPUTS, &[Fix::RetireAbortedPrefillResult]).unwrap();
+        assert_eq!(post["chunk_sent"], 0);
+        assert_eq!(post["mamba_released"], 1);
+        assert_eq!(post["metadata_released"], 0);
+        assert_eq!(post["streamed"], 1);
+    }
+
+    #[test]
+    fn a_refused_sampling_mask_keeps_its_status_through_the_retire() {
+        for (case, status) in [
+            ("test_sampling_mask_abort_preserves_error_and_releases_once.overflow", 400),
+            ("test_sampling_mask_abort_preserves_error_and_releases_once.invalid.transport_error", 500),
+        ] {
+            let post = observe(case, &INPUTS, &[Fix::RetireAbortedPrefillResult]).unwrap();
+            assert_eq!(post["status"], status, "{case}");
+            assert_eq!(post["kv_released"], 1, "{case}");
+            assert_eq!(post["chunk_sent"], 0, "{case}");
+            let pre = observe(case, &INPUTS, &[]).unwrap();
+            assert_eq!(pre["chunk_sent"], 1, "{case}");
+        }
+    }
+
+    /// After both results the in-flight-chunk case ends as upstream's does:
+    /// retired once, 400 streamed once, nothing sent.
+    #[test]
+    fn an_aborted_chunked_request_is_retired_once_over_both_results() {
+        let case = "test_aborted_middle_result_waits_for_inflight_chunk";
+        let post = observe(case, &INPUTS, &[Fix::RetireAbortedPrefillResult]).unwrap();
+        assert_eq!(post["kv_released"], 1);
+        assert_eq!(post["streamed"], 1);
+        assert_eq!(post["chunk_sent"], 0);
+        let pre = observe(case, &INPUTS, &[]).unwrap();
+        assert_eq!(pre["queue"], "inflight");
+        assert_eq!(pre["kv_released"], 0);
     }
 }

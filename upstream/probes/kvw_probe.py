@@ -193,7 +193,8 @@ STUBS = [
     "radix tree and release_kv_cache: count calls and drop the request's KV row",
     "kv_manager: empty prefill_info_table (no network)",
     "TpModelWorker for get_worker_info: context length and pool size only; get_schedule() defaults",
-    "config bags: get_spec (no speculative decoding), get_memory (radix cache on); parallel tp_rank=0",
+    "config bags: get_spec (no speculative decoding), get_memory (radix cache on), get_exec (sampling-mask limit 64 tokens) where the release has them; parallel tp_rank=0",
+    "streaming session: the release's own Session, marked in flight as create_req leaves it",
     "queues built with object.__new__ and only the attributes their methods read",
 ]
 
@@ -202,6 +203,7 @@ STUBS = [
 CONFIG = {
     "get_spec": lambda: namespace(speculative_algorithm=None),
     "get_memory": lambda: namespace(disable_radix_cache=False),
+    "get_exec": lambda: namespace(features=namespace(sampling_mask_max_tokens=64)),
 }
 
 
@@ -216,14 +218,15 @@ def published_config():
     """Bind the default config bags wherever a loaded sglang module imported the getter."""
     from sglang.srt import runtime_context
 
-    originals = {name: getattr(runtime_context, name) for name in CONFIG}
-    saved = [(runtime_context, name) for name in CONFIG]
-    for name, stub in CONFIG.items():
+    config = {name: stub for name, stub in CONFIG.items() if hasattr(runtime_context, name)}
+    originals = {name: getattr(runtime_context, name) for name in config}
+    saved = [(runtime_context, name) for name in config]
+    for name, stub in config.items():
         setattr(runtime_context, name, stub)
     for mod in list(sys.modules.values()):
         if not getattr(mod, "__name__", "").startswith("sglang."):
             continue
-        for name, stub in CONFIG.items():
+        for name, stub in config.items():
             if mod is not runtime_context and getattr(mod, name, None) is originals[name]:
                 saved.append((mod, name))
                 setattr(mod, name, stub)
@@ -308,12 +311,26 @@ def finish_fields(req, sched):
     }
 
 
-def door_prefill(req_len, *, metadata_index=None, retracted=False, backup=False, reject=True):
+def session_in_flight(*, streaming):
+    """The release's own ``Session``, as ``create_req`` leaves it for the
+    request it just made: a streaming session is marked in flight."""
+    from sglang.srt.session.session_controller import Session
+
+    session = Session(capacity_of_str_len=1 << 16, streaming=streaming)
+    session._inflight = streaming
+    return session
+
+
+def door_prefill(
+    req_len, *, metadata_index=None, retracted=False, backup=False, reject=True, session=None
+):
     rec, sched = fresh()
     q = prefill_queue(rec, sched, PREFILL_POOL)
     req = new_req("r-prefill", req_len)
     cap = input_cap(PREFILL_POOL)
     msg = reject_if_overlong(req, cap) if reject else None
+    if session is not None:
+        req.session = session
     if metadata_index is not None:
         req.metadata_buffer_index = metadata_index
     if retracted:
@@ -340,11 +357,16 @@ def door_prefill(req_len, *, metadata_index=None, retracted=False, backup=False,
         "metadata_buffer": rec.n("metadata_alloc") > 0,
         "prompt_tokens_after_door": len(req.origin_input_ids),
     }
+    if session is not None:
+        out["session_attached"] = req.session is session
+        out["session_in_flight"] = session._inflight
     out.update(finish_fields(req, sched))
     return out
 
 
-def door_decode(req_len, *, retracted=False, rebootstrap=False, preempted=False, reject=True):
+def door_decode(
+    req_len, *, retracted=False, rebootstrap=False, preempted=False, backup=False, reject=True
+):
     """Decode's door. ``retracted``/``rebootstrap``: ``add`` is told so (the
     retract path); ``preempted``: the request itself carries ``is_retracted``
     and comes back through a plain ``add``."""
@@ -355,6 +377,8 @@ def door_decode(req_len, *, retracted=False, rebootstrap=False, preempted=False,
     msg = reject_if_overlong(req, cap) if reject else None
     if preempted:
         req.is_retracted = True
+    if backup:
+        req.kv.retraction_backup = namespace()
     receiver = recording_receiver_class(rec)
     kwargs = {}
     if retracted:
@@ -378,6 +402,42 @@ def door_decode(req_len, *, retracted=False, rebootstrap=False, preempted=False,
     return out
 
 
+class NullScheduler(Scheduler):
+    """A scheduler not disaggregated (``DisaggregationMode.NULL``) whose
+    intake is the release's own ``Scheduler._add_request_to_queue``."""
+
+    def __init__(self, rec):
+        super().__init__(rec)
+        self.disaggregation_mode = M.utils.DisaggregationMode.NULL
+        self.waiting_queue = []
+        self.enable_priority_scheduling = False
+        self.abort_on_priority_when_disabled = False
+        self.max_queued_requests = None
+        self.enable_lmcache = False
+
+    def __getattr__(self, name):
+        real = getattr(M.scheduler.Scheduler, name, None)
+        if callable(real):
+            return real.__get__(self)
+        raise AttributeError(name)
+
+
+def case_null_mode():
+    """A rejected prompt on a scheduler that is not disaggregated."""
+    rec = Recorder()
+    sched = NullScheduler(rec)
+    req = new_req("r-null", OVERLONG)
+    msg = reject_if_overlong(req, input_cap(PREFILL_POOL))
+    sched._add_request_to_queue(req)
+    out = {
+        "rejected_at_intake": msg is not None,
+        "queue": "waiting" if req in sched.waiting_queue else "none",
+        "prompt_tokens_after_door": len(req.origin_input_ids),
+    }
+    out.update(finish_fields(req, sched))
+    return out
+
+
 def case_input_cap():
     cap = input_cap(PREFILL_POOL)
     at = new_req("r-at", cap)
@@ -389,13 +449,23 @@ def case_input_cap():
     }
 
 
-def prefill_result(req, sched, *, last=True):
-    """One forward result for `req` through ``process_batch_result_disagg_prefill``."""
+def prefill_result(req, sched, *, last=True, mask_status=None):
+    """One forward result for `req` through ``process_batch_result_disagg_prefill``.
+
+    ``mask_status``: the sampling-mask status the forward reports for the
+    request (a release without sampling-mask statuses never reads it)."""
     import torch
 
     batch = namespace(reqs=[req], spec_info=None, prefill_stats=None, dp_cooperation_info=None)
+    logits_output = None
+    if mask_status is not None:
+        logits_output = namespace(
+            sampling_mask_output=None,
+            next_token_sampling_mask_status=[mask_status],
+            next_token_logits=None,
+        )
     result = namespace(
-        logits_output=None,
+        logits_output=logits_output,
         next_token_ids=torch.tensor([5]),
         extend_input_len_per_req=None,
         extend_logprob_start_len_per_req=None,
@@ -418,7 +488,10 @@ def counting_release(sched):
 
     def release_kv_cache(r, tree_cache, is_insert=True, **kwargs):
         sched.rec.hit("kv_release")
+        if r.kv.holds_mamba:
+            sched.rec.hit("mamba_release")
         r.kv.req_pool_idx = None
+        r.kv.mamba_pool_idx = None
 
     return release_kv_cache
 
@@ -434,6 +507,20 @@ def bootstrapped_prefill_req(rec, sched, n_tokens):
     req.pending_bootstrap = False
     req.kv.req_pool_idx = 0
     return req
+
+
+RESULT_FIELDS = (
+    "queue",
+    "chunk_sent",
+    "sender_abort",
+    "metadata_released",
+    "kv_released",
+    "status",
+    "message",
+    "finished",
+    "to_finish_pending",
+    "streamed",
+)
 
 
 def result_fields(req, sched):
@@ -495,6 +582,81 @@ def case_aborted_middle_result():
     sched.chunked_req = req
     prefill_result(req, sched, last=False)
     return result_fields(req, sched)
+
+
+def case_mamba_before_kv():
+    """An aborted request holding a Mamba slot and no KV row or metadata
+    buffer (aborted while it waited for KV) reaches its result."""
+    import torch
+
+    rec, sched = fresh()
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    M.prefill.maybe_release_metadata_buffer(req, sched.req_to_metadata_buffer_idx_allocator)
+    req.kv.req_pool_idx = None
+    req.kv.mamba_pool_idx = torch.tensor([3])
+    req.to_finish = M.sb.FINISH_ABORT("aborted by the client", 400)
+    rec.counts.clear()
+    prefill_result(req, sched)
+    out = result_fields(req, sched)
+    out["mamba_released"] = rec.n("mamba_release")
+    return out
+
+
+def has_sampling_mask_status():
+    from sglang.srt.layers import logits_processor
+
+    return hasattr(logits_processor, "SamplingMaskStatus")
+
+
+def case_sampling_mask(status_name, transport_error):
+    """The final result's sampling mask reports ``status_name``; with
+    ``transport_error`` the sender's ``abort()`` raises."""
+    if not has_sampling_mask_status():
+        why = "this release has no sampling-mask status (SamplingMaskStatus first appears in 0.5.20)"
+        return {f: na(why) for f in RESULT_FIELDS}
+    from sglang.srt.layers.logits_processor import SamplingMaskStatus
+    from sglang.srt.managers.scheduler_components.batch_result_processor import (
+        SchedulerBatchResultProcessor,
+    )
+
+    rec, sched = fresh()
+    sched.batch_result_processor.get_sampling_mask_finish_reason = lambda **kw: (
+        SchedulerBatchResultProcessor.get_sampling_mask_finish_reason(None, **kw)
+    )
+    sched.batch_result_processor.materialize_sampling_mask_output = lambda *a, **kw: None
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    req.return_sampling_mask = True
+    if transport_error:
+
+        def failing_abort(self):
+            rec.hit("sender_abort")
+            raise RuntimeError("stub transport down")
+
+        type(req.disagg_kv_sender).abort = failing_abort
+    prefill_result(req, sched, mask_status=getattr(SamplingMaskStatus, status_name))
+    return result_fields(req, sched)
+
+
+def case_inflight_middle_chunk():
+    """An aborted request's middle-chunk result arrives while its final
+    chunk is already launched; then the final chunk's result arrives."""
+    rec, sched = fresh()
+    req = bootstrapped_prefill_req(rec, sched, VALID)
+    req.to_finish = M.sb.FINISH_ABORT("aborted by the client", 400)
+    # The final chunk is in flight: its extend range reaches the prompt's end
+    # (`extend_range.end`, named `extend_end` from 0.5.23).
+    req.extend_range = namespace(start=VALID // 2, end=VALID)
+    req.extend_end = VALID
+    prefill_result(req, sched, last=False)
+    middle = {
+        "after_middle_" + k: v
+        for k, v in result_fields(req, sched).items()
+        if k in ("chunk_sent", "kv_released", "metadata_released", "streamed")
+    }
+    prefill_result(req, sched)
+    out = result_fields(req, sched)
+    out.update(middle)
+    return out
 
 
 class RejectingGrammar:
@@ -602,17 +764,34 @@ CASES = {
     ),
     "test_preempted_reentry_is_not_retired.prefill": lambda: door_prefill(OVERLONG, retracted=True),
     "test_preempted_reentry_is_not_retired.decode": lambda: door_decode(OVERLONG, preempted=True),
-    "test_retracted_decode_request_is_not_retired.is_retracted": lambda: door_decode(
-        OVERLONG, retracted=True
+    **{
+        f"test_retracted_decode_request_is_not_retired.{flag}.{'backup' if backup else 'no_backup'}": (
+            lambda flag=flag, backup=backup: door_decode(OVERLONG, backup=backup, **{flag[3:]: True})
+        )
+        for flag in ("is_retracted", "is_rebootstrap")
+        for backup in (True, False)
+    },
+    "test_null_mode_is_deliberately_untouched": case_null_mode,
+    "test_retire_detaches_a_streaming_session": lambda: door_prefill(
+        OVERLONG, session=session_in_flight(streaming=True)
     ),
-    "test_retracted_decode_request_is_not_retired.is_rebootstrap": lambda: door_decode(
-        OVERLONG, rebootstrap=True
+    "test_retire_leaves_a_non_streaming_session_alone": lambda: door_prefill(
+        OVERLONG, session=session_in_flight(streaming=False)
     ),
     "aborted-final-result": case_aborted_final_result,
     "aborted-middle-result": case_aborted_middle_result,
     "test_delayed_result_ignores_already_retired_request": case_delayed_result_after_retire,
     "decode-timeout": case_decode_timeout,
     "test_sender_abort_failure_does_not_skip_local_cleanup": case_sender_abort_fails,
+    "test_aborted_middle_result_waits_for_inflight_chunk": case_inflight_middle_chunk,
+    "test_aborted_result_releases_mamba_allocated_before_kv": case_mamba_before_kv,
+    **{
+        f"test_sampling_mask_abort_preserves_error_and_releases_once.{status.lower()}{suffix}": (
+            lambda status=status, err=err: case_sampling_mask(status, err)
+        )
+        for status in ("OVERFLOW", "INVALID")
+        for suffix, err in (("", False), (".transport_error", True))
+    },
     "test_grammar_rejection_retires_prefill_before_transfer": case_grammar_rejection,
 }
 

@@ -47,6 +47,14 @@ impl SamplingMask {
             SamplingMask::Invalid => 500,
         }
     }
+
+    /// The abort's message.
+    pub fn message(self) -> &'static str {
+        match self {
+            SamplingMask::Overflow => "sampling mask overflow",
+            SamplingMask::Invalid => "invalid sampling mask",
+        }
+    }
 }
 
 /// Everything a script may add to one request.

@@ -649,12 +649,8 @@ fn first_token_checks(sim: &mut Sim, p: &mut PReq) {
     }
     if let Some(mask) = extras.sampling_mask {
         if p.req.to_finish.is_none() && !p.req.finished() {
-            let message = match mask {
-                crate::sim::SamplingMask::Overflow => "sampling mask overflow",
-                crate::sim::SamplingMask::Invalid => "invalid sampling mask",
-            };
             p.req
-                .set_finish_with_abort_keep_input(message, mask.status());
+                .set_finish_with_abort_keep_input(mask.message(), mask.status());
         }
     }
 }
