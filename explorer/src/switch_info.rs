@@ -68,7 +68,7 @@ const INFO: [SwitchInfo; 9] = [
         },
         what: (
             "The admission door retires a rejected request before any bootstrap, sender or placeholder batch is created.",
-            "La porta di ammissione ritira la richiesta respinta prima che si creino bootstrap, mittente o batch segnaposto.",
+            "L'ingresso di ammissione ritira la richiesta respinta prima che si creino bootstrap, mittente o batch segnaposto.",
         ),
     },
     SwitchInfo {

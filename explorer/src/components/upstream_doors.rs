@@ -55,7 +55,7 @@ pub fn UpstreamDoors(step: u8, lang: Lang) -> impl IntoView {
                 <ProvenanceBadge provenance=Provenance::UpstreamRun lang=lang/>" "
                 {lang.pick(
                     "The same over-long request at this door, in the released code:",
-                    "La stessa richiesta troppo lunga a questa porta, nel codice pubblicato:",
+                    "La stessa richiesta troppo lunga a questo ingresso, nel codice pubblicato:",
                 )}
             </p>
             <ul>{items}</ul>

@@ -138,7 +138,7 @@ pub fn guard_rule(r: GuardRule, lang: Lang) -> Said {
         GuardRule::NullModeUntouched => words(
             lang,
             "NULL mode left alone by the PD doors",
-            "la modalità NULL lasciata intatta dalle porte PD",
+            "la modalità NULL lasciata intatta dagli ingressi PD",
         ),
         GuardRule::SessionDetach => words(
             lang,

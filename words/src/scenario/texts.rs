@@ -62,7 +62,7 @@ pub const SCENARIOS: &[ScenarioText] = &[
         "test_rejected_request_is_retired_at_each_pd_door.prefill",
         (
             "a prompt over prefill's input cap is retired at prefill's bootstrap-queue door: no sender, bootstrap or forward",
-            "un prompt oltre il limite di input di prefill viene ritirato alla porta della coda di bootstrap di prefill: nessun sender, bootstrap o forward",
+            "un prompt oltre il limite di input di prefill viene ritirato all'ingresso della coda di bootstrap di prefill: nessun sender, bootstrap o forward",
         ),
         PR_38935,
     ),
@@ -70,7 +70,7 @@ pub const SCENARIOS: &[ScenarioText] = &[
         "test_rejected_request_is_retired_at_each_pd_door.decode",
         (
             "a prompt over decode's own cap is retired at decode's prealloc-queue door: no receiver, reservation or bootstrap",
-            "un prompt oltre il limite proprio di decode viene ritirato alla porta della coda di prealloc di decode: nessun receiver, prenotazione o bootstrap",
+            "un prompt oltre il limite proprio di decode viene ritirato all'ingresso della coda di prealloc di decode: nessun receiver, prenotazione o bootstrap",
         ),
         PR_38935,
     ),
@@ -142,7 +142,7 @@ pub const SCENARIOS: &[ScenarioText] = &[
         "test_valid_request_still_admitted.prefill",
         (
             "a valid request passes prefill's door and is served",
-            "una richiesta valida passa la porta di prefill e viene servita",
+            "una richiesta valida supera l'ingresso di prefill e viene servita",
         ),
         PR_38935,
     ),
@@ -150,7 +150,7 @@ pub const SCENARIOS: &[ScenarioText] = &[
         "test_valid_request_still_admitted.decode",
         (
             "a valid request passes decode's door and gets a receiver",
-            "una richiesta valida passa la porta di decode e riceve un receiver",
+            "una richiesta valida supera l'ingresso di decode e riceve un receiver",
         ),
         PR_38935,
     ),
@@ -162,7 +162,7 @@ pub const SCENARIOS: &[ScenarioText] = &[
         ),
         (
             "PR #38935 (PD doors only)",
-            "PR #38935 (solo le porte PD)",
+            "PR #38935 (solo gli ingressi PD)",
         ),
     ),
     text(
