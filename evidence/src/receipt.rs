@@ -20,11 +20,9 @@
 //! between machines and builds (the engine version/commit and the backend),
 //! so re-running a receipt's config at another commit must give the same one.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use crate::canonical::{members_sha256, sha256_hex, to_canonical_json, value_to_canonical_json};
+use crate::canonical::{canonical_sha256, sha256_hex, to_canonical_json};
 use crate::dsse::Envelope;
 use crate::error::EvidenceError;
 use crate::predicate::{Event, ProbePredicate, Step, PREDICATE_TYPE};
@@ -69,8 +67,10 @@ pub fn trace_sha256(events: &[Event], steps: &[Step]) -> String {
 /// holds, so the digest it checks is taken over exactly what was signed
 /// (and the browser build carries no second, typed serializer).
 fn trace_digest(events: &Value, steps: &Value) -> String {
-    let steps = commit_independent(steps);
-    members_sha256(&BTreeMap::from([("events", events), ("steps", &steps)])).unwrap_or_default()
+    let mut trace = serde_json::Map::new();
+    trace.insert("events".into(), events.clone());
+    trace.insert("steps".into(), commit_independent(steps));
+    canonical_sha256(&trace).unwrap_or_default()
 }
 
 /// The steps (as JSON) without the line numbers of the engine's own source:
@@ -119,15 +119,19 @@ pub fn reproducible_digest(p: &ProbePredicate) -> String {
 
 /// [`reproducible_digest`] of a predicate as JSON.
 fn reproducible_digest_of(p: &Value) -> String {
-    let steps = commit_independent(p.get("steps").unwrap_or(&Value::Null));
-    let part: BTreeMap<&str, &Value> = REPRODUCIBLE
+    let part: serde_json::Map<String, Value> = REPRODUCIBLE
         .iter()
-        .map(|&key| match key {
-            "steps" => (key, &steps),
-            _ => (key, p.get(key).unwrap_or(&Value::Null)),
+        .map(|&key| {
+            let value = p.get(key).cloned().unwrap_or(Value::Null);
+            let value = if key == "steps" {
+                commit_independent(&value)
+            } else {
+                value
+            };
+            (key.to_string(), value)
         })
         .collect();
-    members_sha256(&part).unwrap_or_default()
+    canonical_sha256(&part).unwrap_or_default()
 }
 
 /// Check a predicate's own consistency: seven steps numbered 1..=7 whose
@@ -346,9 +350,7 @@ pub(crate) fn open_statement(
     let payload = envelope.verify(key)?;
     let statement: Statement =
         serde_json::from_slice(&payload).map_err(|e| EvidenceError::json(what, e))?;
-    let canonical = statement
-        .canonical_json()
-        .map_err(|e| EvidenceError::json(what, e))?;
+    let canonical = to_canonical_json(&statement).map_err(|e| EvidenceError::json(what, e))?;
     if canonical != payload {
         return Err(EvidenceError::NotCanonical);
     }
@@ -386,8 +388,8 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
     if let Err(e) = check_receipt_name(&subject.name) {
         return Err(EvidenceError::Subject(e.to_string()));
     }
-    let predicate_json = value_to_canonical_json(&statement.predicate)
-        .map_err(|e| EvidenceError::json("predicate", e))?;
+    let predicate_json =
+        to_canonical_json(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))?;
     let digest = sha256_hex(&predicate_json);
     if subject.digest.sha256 != digest {
         return Err(EvidenceError::Subject(format!(

@@ -64,13 +64,6 @@ pub fn predicate_sha256<P: Serialize>(predicate: &P) -> String {
 }
 
 impl Statement {
-    /// Its canonical JSON, the bytes a receipt signs. Every number of a
-    /// statement is in its predicate (the other members are strings), so
-    /// only the predicate is checked for numbers JCS cannot write.
-    pub fn canonical_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        crate::canonical::to_canonical_json_numbers_in(self, &self.predicate)
-    }
-
     /// The statement a receipt named `name` makes about `predicate`, of
     /// type `predicate_type`.
     pub fn for_predicate<P: Serialize>(
