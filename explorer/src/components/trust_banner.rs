@@ -12,32 +12,11 @@ use leptos::either::EitherOf4;
 use leptos::prelude::*;
 
 use super::ReplayCtx;
-use crate::i18n::Lang;
 use crate::page_data::Shown;
 
 /// The first 16 hex digits of a digest, enough to compare by eye.
 fn short(hex: &str) -> String {
     hex.get(..16).unwrap_or(hex).to_string()
-}
-
-/// What a good signature proves, whose key it is, and how to check it
-/// without this page: the same words before and after the browser's check.
-#[component]
-fn Proves(file: String, root: String, lang: Lang) -> impl IntoView {
-    view! {
-        <span class="proves">
-            {lang.pick(
-                "The signature proves this file is unchanged since it was signed with the key published beside the receipts (",
-                "La firma prova che questo file non è cambiato da quando è stato firmato con la chiave pubblicata accanto alle ricevute (",
-            )}
-            <a href=format!("{root}kvw.pub.json")><code>"kvw.pub.json"</code></a>
-            {lang.pick(
-                "); it does not prove the incident happened this way. Check it yourself: ",
-                "); non prova che l'incidente sia andato così. Per controllarla da sé: ",
-            )}
-            <code>{format!("kvw verify receipts/{file}")}</code>
-        </span>
-    }
 }
 
 #[component]
@@ -52,9 +31,8 @@ pub fn TrustBanner() -> impl IntoView {
                 <p class="trust ok" id="kvw-trust" role="status">
                     <span aria-hidden="true">"✔ "</span>
                     <strong>{lang.pick("Verified in this browser: ", "Verificata in questo browser: ")}</strong>
-                    <code>{file.clone()}</code>" · sha256 "<code class="digest" title=sha256.clone()>{short(&sha256)}</code>
+                    <code>{file}</code>" · sha256 "<code class="digest" title=sha256.clone()>{short(&sha256)}</code>
                     {lang.pick(" · key ", " · chiave ")}<code class="keyid" title=keyid.clone()>{short(&keyid)}</code>
-                    <Proves file=file.clone() root=root.clone() lang=lang/>
                 </p>
             }),
             (Shown::Verified { keyid, sha256, .. }, false) => EitherOf4::B(view! {
@@ -66,12 +44,8 @@ pub fn TrustBanner() -> impl IntoView {
                     // the swap moves nothing.
                     <span class="when-early-ok"><span aria-hidden="true">"✔ "</span><strong>{lang.pick("Verified in this browser: ", "Verificata in questo browser: ")}</strong></span>
                     <span class="when-early-bad"><span aria-hidden="true">"⚠ "</span><strong>{lang.pick("Not verified: ", "Non verificata: ")}</strong></span>
-                    <code>{file.clone()}</code>" · sha256 "
-                    // A refused file is not this digest: the page says which one it expected.
-                    <span class="when-early-bad">{lang.pick("(expected) ", "(atteso) ")}</span>
-                    <code class="digest" title=sha256.clone()>{short(&sha256)}</code>
+                    <code>{file}</code>" · sha256 "<code class="digest" title=sha256.clone()>{short(&sha256)}</code>
                     {lang.pick(" · key ", " · chiave ")}<code class="keyid" title=keyid.clone()>{short(&keyid)}</code>
-                    <Proves file=file.clone() root=root.clone() lang=lang/>
                 </p>
             }),
             (Shown::Rejected { reason, .. }, _) => EitherOf4::C(view! {
