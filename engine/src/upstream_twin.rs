@@ -417,17 +417,30 @@ fn result_fields(req: &Req, action: ResultAction, released: u32, streamed: u32) 
 /// result path, whether that path retired it, and the fields it recorded.
 fn aborted_result(fixes: FixSet, last_chunk: bool) -> (Req, bool, Fields) {
     let mut req = bootstrapped();
-    req.to_finish = Some(FinishReason::Abort {
+    req.to_finish = Some(aborted_by_client());
+    let (retired, out) = through_result_door(&mut req, last_chunk, fixes);
+    (req, retired, out)
+}
+
+/// The abort a client's cancel records while the request runs.
+fn aborted_by_client() -> FinishReason {
+    FinishReason::Abort {
         message: "aborted by the client".into(),
         status_code: 400,
-    });
-    let action = prefill_result_action(&req, last_chunk, fixes);
+    }
+}
+
+/// `req`'s chunk result through the result door: whether it retired the
+/// request (which then frees what it holds once and streams its answer),
+/// and the fields that recorded.
+fn through_result_door(req: &mut Req, last_chunk: bool, fixes: FixSet) -> (bool, Fields) {
+    let action = prefill_result_action(req, last_chunk, fixes);
     let retired = action == ResultAction::Retire;
     if retired {
         req.update_finish_state();
     }
-    let out = result_fields(&req, action, u32::from(retired), u32::from(retired));
-    (req, retired, out)
+    let out = result_fields(req, action, u32::from(retired), u32::from(retired));
+    (retired, out)
 }
 
 /// An abort recorded while the request ran reaches its final result; then
@@ -478,12 +491,7 @@ fn sender_abort_fails(fixes: FixSet) -> Fields {
 fn grammar_rejection(fixes: FixSet) -> Fields {
     let mut req = bootstrapped();
     req.prepare_abort("grammar rejected token 1");
-    let action = prefill_result_action(&req, true, fixes);
-    let retired = action == ResultAction::Retire;
-    if retired {
-        req.update_finish_state();
-    }
-    result_fields(&req, action, u32::from(retired), u32::from(retired))
+    through_result_door(&mut req, true, fixes).1
 }
 
 /// An aborted request's middle-chunk result, then its final chunk's result.
@@ -496,12 +504,7 @@ fn inflight_middle_chunk(fixes: FixSet) -> Fields {
     let mut out = if retired {
         middle.clone()
     } else {
-        let action = prefill_result_action(&req, true, fixes);
-        let retired = action == ResultAction::Retire;
-        if retired {
-            req.update_finish_state();
-        }
-        let mut last = result_fields(&req, action, u32::from(retired), u32::from(retired));
+        let (_, mut last) = through_result_door(&mut req, true, fixes);
         let sent = |f: &Fields| f["chunk_sent"].as_u64().unwrap_or(0);
         last.insert("chunk_sent".into(), json!(sent(&middle) + sent(&last)));
         last
@@ -518,16 +521,8 @@ fn inflight_middle_chunk(fixes: FixSet) -> Fields {
 /// Mamba there), so a retire counts one KV release and no metadata one.
 fn mamba_before_kv(fixes: FixSet) -> Fields {
     let mut req = Req::new("r", "t", vec![1; 100], 8, 7);
-    req.to_finish = Some(FinishReason::Abort {
-        message: "aborted by the client".into(),
-        status_code: 400,
-    });
-    let action = prefill_result_action(&req, true, fixes);
-    let retired = action == ResultAction::Retire;
-    if retired {
-        req.update_finish_state();
-    }
-    let mut out = result_fields(&req, action, u32::from(retired), u32::from(retired));
+    req.to_finish = Some(aborted_by_client());
+    let (retired, mut out) = through_result_door(&mut req, true, fixes);
     out.insert("metadata_released".into(), json!(0));
     out.insert("mamba_released".into(), json!(u32::from(retired)));
     out
@@ -540,12 +535,7 @@ fn mamba_before_kv(fixes: FixSet) -> Fields {
 fn sampling_mask(mask: SamplingMask, fixes: FixSet) -> Fields {
     let mut req = bootstrapped();
     req.set_finish_with_abort_keep_input(mask.message(), mask.status());
-    let action = prefill_result_action(&req, true, fixes);
-    let retired = action == ResultAction::Retire;
-    if retired {
-        req.update_finish_state();
-    }
-    result_fields(&req, action, u32::from(retired), u32::from(retired))
+    through_result_door(&mut req, true, fixes).1
 }
 
 /// A final result arriving for a request already retired: released and

@@ -765,11 +765,11 @@ CASES = {
     "test_preempted_reentry_is_not_retired.prefill": lambda: door_prefill(OVERLONG, retracted=True),
     "test_preempted_reentry_is_not_retired.decode": lambda: door_decode(OVERLONG, preempted=True),
     **{
-        f"test_retracted_decode_request_is_not_retired.{flag}.{'backup' if backup else 'no_backup'}": (
-            lambda flag=flag, backup=backup: door_decode(OVERLONG, backup=backup, **{flag[3:]: True})
+        f"test_retracted_decode_request_is_not_retired.is_{flag}.{suffix}": (
+            lambda flag=flag, backup=backup: door_decode(OVERLONG, backup=backup, **{flag: True})
         )
-        for flag in ("is_retracted", "is_rebootstrap")
-        for backup in (True, False)
+        for flag in ("retracted", "rebootstrap")
+        for suffix, backup in (("backup", True), ("no_backup", False))
     },
     "test_null_mode_is_deliberately_untouched": case_null_mode,
     "test_retire_detaches_a_streaming_session": lambda: door_prefill(
