@@ -59,24 +59,40 @@ pub const MAX_TIMEOUT_S: u64 = 86_400;
 #[derive(Debug, Clone)]
 pub struct FaultArg(pub FaultBudget);
 
-fn parse_fault_arg(s: &str) -> Result<FaultArg, String> {
+pub fn parse_fault_arg(s: &str) -> Result<FaultArg, String> {
     parse_faults(s).map(FaultArg).map_err(|e| e.to_string())
+}
+
+/// The verdict search `kvw check` runs: depth-first over every core with
+/// the reductions of `kvw_check::symmetry`; a counterexample is still the
+/// shortest one, from a breadth-first search of its own.
+pub fn verdict_options(
+    fixes: &FixSet,
+    requests: u32,
+    faults: FaultBudget,
+    timeout: Duration,
+) -> CheckOptions {
+    CheckOptions {
+        fixes: fixes.list(),
+        requests,
+        faults,
+        timeout: Some(timeout),
+        strategy: Strategy::DfsSymmetry,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ..CheckOptions::default()
+    }
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     let options = CheckOptions {
-        fixes: args.fixes.list(),
-        requests: args.requests,
         tenants: args.tenants,
         decode_pages: args.pages,
-        faults: args.faults.0,
-        timeout: Some(Duration::from_secs(args.timeout)),
-        // The verdict search: depth-first over every core with the
-        // reductions of `kvw_check::symmetry`; a counterexample is still
-        // the shortest one, from a breadth-first search of its own.
-        strategy: Strategy::DfsSymmetry,
-        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        ..CheckOptions::default()
+        ..verdict_options(
+            &args.fixes,
+            args.requests,
+            args.faults.0,
+            Duration::from_secs(args.timeout),
+        )
     };
     if let Some(addr) = &args.explore {
         let addr = explore_address(addr)?;

@@ -54,7 +54,7 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Write a new ed25519 signing key pair.
     Keygen(keygen::KeygenArgs),
-    /// Measure the engine: incident-scale probe time and CPU attention bandwidth.
+    /// Measure the engine and print each figure with its target: the incident probe, CPU attention, verification, randomized runs, `kvw bundle` and the model check.
     Bench(bench::BenchArgs),
     /// Model-check the PD handoff exhaustively (stateright) under a set of fixes.
     Check(check::CheckArgs),

@@ -13,7 +13,13 @@ use kvw_kernels::TagRefused;
 
 /// The attention backend of a run.
 pub enum Backend {
+    /// The CPU reference; decode of a long prompt reads its full splits once
+    /// for every remaining step ([`crate::sim::lookahead`]).
     Cpu,
+    /// The CPU reference reading every page at every step: the same output
+    /// bits as [`Backend::Cpu`], slower; kept so that a test can show the
+    /// receipts of both are the same.
+    CpuPerStep,
     #[cfg(feature = "cuda")]
     Cuda(Box<kvw_kernels::cuda::GpuKernels>),
 }
@@ -36,7 +42,7 @@ impl Backend {
     /// What a receipt records about the backend.
     pub fn info(&self) -> BackendInfo {
         match self {
-            Backend::Cpu => BackendInfo {
+            Backend::Cpu | Backend::CpuPerStep => BackendInfo {
                 kind: BackendKind::Cpu,
                 device: format!("cpu ({})", std::env::consts::ARCH),
             },
@@ -48,10 +54,16 @@ impl Backend {
         }
     }
 
+    /// Whether decode may read a long prompt's full splits ahead for its
+    /// remaining steps.
+    pub fn looks_ahead(&self) -> bool {
+        matches!(self, Backend::Cpu)
+    }
+
     /// Decode attention for one request.
     pub fn attend(&self, a: &PagedAttention<'_>) -> Result<Vec<f32>, TagRefused> {
         match self {
-            Backend::Cpu => cpu::paged_decode_attention(a),
+            Backend::Cpu | Backend::CpuPerStep => cpu::paged_decode_attention(a),
             #[cfg(feature = "cuda")]
             Backend::Cuda(gpu) => match gpu.paged_decode_attention(a) {
                 Ok(out) => Ok(out),

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use kvw_evidence::FreeListPolicy;
 use kvw_kernels::{cpu, KvLayout};
+use rayon::prelude::*;
 
 /// Who wrote a page: an index into the run's request registry and the
 /// request's KV generation.
@@ -45,28 +46,97 @@ pub enum PoolError {
     DoubleFree(u32),
 }
 
+/// Pools of at least this many bytes are an anonymous mapping with huge
+/// pages advised: the incident's decode pool is about 350 MB, and the first
+/// touch of its pages then costs a few hundred page faults instead of about
+/// 90,000 (`kvw bench`).
+const MAPPED_BYTES: usize = 16 << 20;
+
+/// Mapped pool buffers given back by dropped pools, their bytes zeroed
+/// again, for the next pool of the same size: a run of many probes (`kvw
+/// bundle`, `kvw bench`) then faults the incident's pages in once, not
+/// once per probe.
+static SPARE: std::sync::Mutex<Vec<memmap2::MmapMut>> = std::sync::Mutex::new(Vec::new());
+
+/// Spare buffers kept at most: two pools for each of two probes at a time.
+const SPARE_MAX: usize = 4;
+
+/// A pool's K/V elements, zeroed when made.
+enum Bytes {
+    Heap(Vec<u16>),
+    Mapped(memmap2::MmapMut),
+}
+
+impl Bytes {
+    fn zeroed(elems: usize) -> Self {
+        let len = elems * 2;
+        if len < MAPPED_BYTES {
+            return Bytes::Heap(vec![0; elems]);
+        }
+        let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = spare.iter().position(|m| m.len() == len) {
+            return Bytes::Mapped(spare.swap_remove(i));
+        }
+        drop(spare);
+        match memmap2::MmapMut::map_anon(len) {
+            Ok(map) => {
+                #[cfg(target_os = "linux")]
+                if let Err(e) = map.advise(memmap2::Advice::HugePage) {
+                    tracing::debug!("no huge pages for a KV pool: {e}");
+                }
+                Bytes::Mapped(map)
+            }
+            Err(e) => {
+                tracing::debug!("no mapping for a KV pool ({e}); using the heap");
+                Bytes::Heap(vec![0; elems])
+            }
+        }
+    }
+
+    fn get(&self) -> &[u16] {
+        match self {
+            Bytes::Heap(v) => v,
+            Bytes::Mapped(m) => bytemuck::cast_slice(m),
+        }
+    }
+
+    fn get_mut(&mut self) -> &mut [u16] {
+        match self {
+            Bytes::Heap(v) => v,
+            Bytes::Mapped(m) => bytemuck::cast_slice_mut(m),
+        }
+    }
+}
+
 /// One worker's KV pool.
 pub struct KvPool {
     pub layout: KvLayout,
-    kv: Vec<u16>,
+    kv: Bytes,
     meta: Vec<PageMeta>,
     /// Owner tag per page (read-time page tagging).
     tags: Vec<u64>,
     free: VecDeque<u32>,
     policy: FreeListPolicy,
+    /// Byte changes so far: each write, tail zeroing or scrub of a page
+    /// takes the next value.
+    clock: u64,
+    /// The clock value of each page's last byte change (0: none yet).
+    changed_at: Vec<u64>,
 }
 
 impl KvPool {
     /// A pool of `pages` pages. The byte array is zero-initialised lazily by
-    /// the allocator, so pages never touched cost no memory.
+    /// the allocator or the kernel, so pages never touched cost no memory.
     pub fn new(layout: KvLayout, pages: usize, policy: FreeListPolicy) -> Self {
         KvPool {
             layout,
-            kv: vec![0u16; pages * layout.page_elems()],
+            kv: Bytes::zeroed(pages * layout.page_elems()),
             meta: vec![PageMeta::default(); pages],
             tags: vec![0; pages],
             free: (0..pages as u32).collect(),
             policy,
+            clock: 0,
+            changed_at: vec![0; pages],
         }
     }
 
@@ -101,7 +171,10 @@ impl KvPool {
             }
         }
         if scrub {
-            cpu::scrub_pages(self.layout, &mut self.kv, pages);
+            cpu::scrub_pages(self.layout, self.kv.get_mut(), pages);
+            for &p in pages {
+                self.changed(p);
+            }
         }
         for &p in pages {
             let m = &mut self.meta[p as usize];
@@ -132,11 +205,28 @@ impl KvPool {
     }
 
     pub fn kv(&self) -> &[u16] {
-        &self.kv
+        self.kv.get()
+    }
+
+    /// The pool's clock: how many byte changes it has seen.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Whether no byte of `pages` (nor their owner tags) changed after clock
+    /// value `since`.
+    pub fn unchanged_since(&self, pages: &[u32], since: u64) -> bool {
+        pages.iter().all(|&p| self.changed_at[p as usize] <= since)
+    }
+
+    fn changed(&mut self, page: u32) {
+        self.clock += 1;
+        self.changed_at[page as usize] = self.clock;
     }
 
     /// Record that `writer` now owns the bytes of `page`.
     fn stamp(&mut self, page: u32, writer: WriterId) {
+        self.changed(page);
         let m = &mut self.meta[page as usize];
         m.writer = Some(writer);
         m.canary = false;
@@ -148,8 +238,9 @@ impl KvPool {
         let l = self.layout;
         let ko = l.k_offset(page as usize, slot, 0);
         let vo = l.v_offset(page as usize, slot, 0);
-        self.kv[ko..ko + k.len()].copy_from_slice(k);
-        self.kv[vo..vo + v.len()].copy_from_slice(v);
+        let kv = self.kv.get_mut();
+        kv[ko..ko + k.len()].copy_from_slice(k);
+        kv[vo..vo + v.len()].copy_from_slice(v);
         self.stamp(page, writer);
     }
 
@@ -159,19 +250,47 @@ impl KvPool {
         let l = self.layout;
         let start = l.k_offset(page as usize, from, 0);
         let end = (page as usize + 1) * l.page_elems();
-        self.kv[start..end].fill(0);
+        self.kv.get_mut()[start..end].fill(0);
+        self.changed(page);
     }
 
     /// Overwrite a whole page with bytes from elsewhere (an RDMA page write).
     pub fn write_page(&mut self, page: u32, bytes: &[u16], writer: WriterId) {
         let n = self.layout.page_elems();
-        self.kv[page as usize * n..(page as usize + 1) * n].copy_from_slice(bytes);
+        self.kv.get_mut()[page as usize * n..(page as usize + 1) * n].copy_from_slice(bytes);
         self.stamp(page, writer);
     }
 
     /// The bytes of one page.
     pub fn page_bytes(&self, page: u32) -> &[u16] {
-        self.layout.page(&self.kv, page as usize)
+        self.layout.page(self.kv.get(), page as usize)
+    }
+}
+
+impl Drop for KvPool {
+    /// A mapped buffer goes back to [`SPARE`] with the pages this pool
+    /// changed zeroed again (the others were never written), so the next
+    /// pool starts from zeroes exactly as a fresh mapping does.
+    fn drop(&mut self) {
+        let Bytes::Mapped(map) = std::mem::replace(&mut self.kv, Bytes::Heap(Vec::new())) else {
+            return;
+        };
+        let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() >= SPARE_MAX {
+            return;
+        }
+        drop(spare);
+        let mut map = map;
+        let n = self.layout.page_elems();
+        let kv: &mut [u16] = bytemuck::cast_slice_mut(&mut map);
+        kv.par_chunks_mut(n)
+            .zip(&self.changed_at)
+            .filter(|(_, &at)| at != 0)
+            .for_each(|(page, _)| page.fill(0));
+        spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() < SPARE_MAX {
+            spare.push(map);
+        }
     }
 }
 
@@ -202,6 +321,36 @@ mod tests {
         assert_eq!(b, vec![2, 1, 0]);
         assert_eq!(p.page_bytes(1)[0], 7, "freed bytes are not cleared");
         assert_eq!(p.meta(1).writer, Some(w));
+    }
+
+    #[test]
+    fn every_byte_change_marks_its_page_only() {
+        let mut p = KvPool::new(layout(), 4, FreeListPolicy::Lifo);
+        let w = WriterId {
+            req: 0,
+            generation: 0,
+        };
+        let pages = p.alloc(4).unwrap();
+        let mut since = p.clock();
+        let changes: [&dyn Fn(&mut KvPool); 4] = [
+            &|p| p.write_slot(1, 0, &[1; 8], &[1; 8], w),
+            &|p| p.write_page(1, &[2; 64], w),
+            &|p| p.zero_tail(1, 2),
+            &|p| {
+                p.free(&[1], true, false).unwrap();
+                assert_eq!(p.alloc(1), Some(vec![1]));
+            },
+        ];
+        for change in changes {
+            change(&mut p);
+            assert!(!p.unchanged_since(&[1], since));
+            assert!(p.unchanged_since(&[0, 2, 3], since));
+            since = p.clock();
+            assert!(p.unchanged_since(&pages, since));
+        }
+        // Freeing without a scrub changes no byte.
+        p.free(&[2], false, false).unwrap();
+        assert!(p.unchanged_since(&pages, since));
     }
 
     #[test]

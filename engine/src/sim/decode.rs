@@ -15,6 +15,7 @@ use kvw_evidence::{
 use kvw_kernels::cpu::{self, PagedAttention};
 use kvw_kernels::TagCheck;
 
+use super::lookahead::{self, Lookahead};
 use super::prefill::answer_of;
 use super::Sim;
 use crate::attention::{self, k_code, v_code, SM_SCALE};
@@ -38,6 +39,8 @@ struct DReq {
     requeued: bool,
     /// Decode's metadata buffer index (it lives on `DecodeRequest`, not `Req`).
     metadata: Option<u32>,
+    /// Full prompt splits read ahead for the coming steps (CPU only).
+    lookahead: Option<Box<Lookahead>>,
 }
 
 /// State of the decode scheduler.
@@ -110,6 +113,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
         receiver_aborted: false,
         requeued,
         metadata: None,
+        lookahead: None,
     });
 }
 
@@ -436,16 +440,23 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
         page_tags: sim.decode_pool.tags(),
         expected: me.tag(),
     });
-    let result = sim.backend.attend(&PagedAttention {
-        layout: sim.layout,
-        kv: sim.decode_pool.kv(),
-        page_table: &d.table,
-        seq_len,
-        q: &q,
-        num_q_heads: 1,
-        sm_scale: SM_SCALE,
-        tags,
-    });
+    let result = lookahead::attend(
+        sim.backend,
+        &sim.decode_pool,
+        &mut d.lookahead,
+        &PagedAttention {
+            layout: sim.layout,
+            kv: sim.decode_pool.kv(),
+            page_table: &d.table,
+            seq_len,
+            q: &q,
+            num_q_heads: 1,
+            sm_scale: SM_SCALE,
+            tags,
+        },
+        d.req.output_ids.len(),
+        d.req.max_new_tokens as usize,
+    );
     let out = match result {
         Ok(out) => out,
         Err(refused) => {

@@ -10,13 +10,12 @@
 
 mod decode;
 pub mod extras;
+pub mod lookahead;
 pub mod null_mode;
 mod prefill;
+mod queue;
 mod release;
 mod settle;
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use kvw_evidence::{
     Counters, EventKind, Fix, PageRun, PageView, PoisonMode, PoolSide, ProbeConfig, Worker,
@@ -149,7 +148,7 @@ pub struct Response {
     pub output_ids: Vec<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Msg {
     Arrive(u32),
     ToPrefill(u32),
@@ -230,8 +229,7 @@ pub struct Sim<'b> {
     deferred: [Vec<release::Deferred>; 2],
     prefill: PrefillWorker,
     decode: DecodeWorker,
-    queue: BinaryHeap<Reverse<(u64, u64, Msg)>>,
-    seq: u64,
+    queue: queue::EventQueue<Msg>,
     prefill_tick_at: Option<u64>,
     decode_tick_at: Option<u64>,
 }
@@ -313,8 +311,7 @@ impl<'b> Sim<'b> {
             counters: Counters::default(),
             marks: ProbeMarks::default(),
             deferred: [Vec::new(), Vec::new()],
-            queue: BinaryHeap::new(),
-            seq: 0,
+            queue: queue::EventQueue::new(),
             prefill_tick_at: None,
             decode_tick_at: None,
         };
@@ -346,8 +343,7 @@ impl<'b> Sim<'b> {
     }
 
     fn send(&mut self, at: u64, msg: Msg) {
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, msg)));
+        self.queue.push(at, msg);
     }
 
     pub(super) fn wake_prefill(&mut self, at: u64) {
@@ -420,11 +416,8 @@ impl<'b> Sim<'b> {
 
     /// Handle every event due at or before `t`, then stand at `t`.
     pub fn run_until(&mut self, t: u64) {
-        while let Some(Reverse((at, _, _))) = self.queue.peek() {
-            if *at > t {
-                break;
-            }
-            let Some(Reverse((at, _, msg))) = self.queue.pop() else {
+        while self.queue.next_at().is_some_and(|at| at <= t) {
+            let Some((at, msg)) = self.queue.pop() else {
                 break;
             };
             self.now = at;
@@ -435,7 +428,7 @@ impl<'b> Sim<'b> {
 
     /// When the next event is due, if any.
     pub fn next_event_at(&self) -> Option<u64> {
-        self.queue.peek().map(|Reverse((at, _, _))| *at)
+        self.queue.next_at()
     }
 
     /// Run until every request has its answer or the horizon passes.
@@ -447,7 +440,7 @@ impl<'b> Sim<'b> {
     /// nothing is left to do or the horizon passed. Callers that check
     /// invariants after every event loop on this.
     pub fn step(&mut self) -> bool {
-        let Some(Reverse((at, _, msg))) = self.queue.pop() else {
+        let Some((at, msg)) = self.queue.pop() else {
             return false;
         };
         if at > self.horizon_us {
@@ -461,7 +454,7 @@ impl<'b> Sim<'b> {
     /// Handle what is left after the last answer (writes still in flight,
     /// drain acks, deferred releases) until nothing is, or the horizon.
     pub fn quiesce(&mut self) {
-        while let Some(Reverse((at, _, msg))) = self.queue.pop() {
+        while let Some((at, msg)) = self.queue.pop() {
             if at > self.horizon_us {
                 break;
             }

@@ -44,7 +44,7 @@ pub enum KeySource {
 
 /// Re-runs a probe from its config (for `--reproduce`); `Err` carries a
 /// one-line reason.
-pub type ReproduceFn<'a> = &'a dyn Fn(&ProbeConfig) -> Result<ProbePredicate, String>;
+pub type ReproduceFn<'a> = &'a (dyn Fn(&ProbeConfig) -> Result<ProbePredicate, String> + Sync);
 
 /// What the re-run of a receipt of another kind came to, when it is not
 /// a failure.
@@ -61,7 +61,7 @@ pub enum Rerun {
 /// `--reproduce` and compares it with the receipt: [`Rerun`], or `Err` with
 /// a one-line reason (a different result, or a re-run over the caller's
 /// budget).
-pub type ReproduceOtherFn<'a> = &'a dyn Fn(&VerifiedStatement) -> Result<Rerun, String>;
+pub type ReproduceOtherFn<'a> = &'a (dyn Fn(&VerifiedStatement) -> Result<Rerun, String> + Sync);
 
 /// Re-run a verified receipt's config and compare reproducible digests.
 pub fn check_reproduction(
@@ -385,18 +385,25 @@ pub fn verify_files_keeping(
             )));
         }
     }
-    let mut lines = Vec::new();
-    let mut statements = BTreeMap::new();
-    for (path, bytes) in contents
+    let work: Vec<_> = contents
         .iter()
         .filter(|(p, _)| receipt_name_of(p).is_some())
-    {
-        let entries = (
-            by_file.remove(path.as_str()),
-            by_other.remove(path.as_str()),
-        );
+        .map(|(path, bytes)| {
+            let entries = (
+                by_file.remove(path.as_str()),
+                by_other.remove(path.as_str()),
+            );
+            (path, bytes, entries)
+        })
+        .collect();
+    let checked: Vec<_> = check_each(&work, |&(path, bytes, entries)| {
         let mut kept = None;
         let result = check_receipt(path, bytes, &key, entries, opts, &mut kept);
+        (path, result, kept)
+    });
+    let mut lines = Vec::new();
+    let mut statements = BTreeMap::new();
+    for (path, result, kept) in checked {
         if let (Ok(_), Some(statement)) = (&result, kept) {
             statements.insert(path.clone(), statement);
         }
@@ -424,6 +431,20 @@ pub fn verify_files_keeping(
         receipts: lines,
     };
     Ok((report, statements))
+}
+
+/// Run `check` over every receipt: spread over the cores on native targets,
+/// in order in the browser. The results keep `work`'s order.
+fn check_each<W: Sync, R: Send>(work: &[W], check: impl Fn(&W) -> R + Sync + Send) -> Vec<R> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        work.par_iter().map(check).collect()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        work.iter().map(check).collect()
+    }
 }
 
 fn check_receipt(
