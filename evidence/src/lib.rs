@@ -14,6 +14,8 @@
 
 pub mod audit;
 pub mod canonical;
+#[cfg(not(target_arch = "wasm32"))]
+mod canonical_spans;
 pub mod dsse;
 pub mod error;
 pub mod fix_set;

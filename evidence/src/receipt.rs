@@ -134,6 +134,60 @@ fn reproducible_digest_of(p: &Value) -> String {
     canonical_sha256(&part).unwrap_or_default()
 }
 
+/// A predicate as it was signed: parsed, and its canonical JSON (the bytes
+/// its subject digest is taken over).
+#[derive(Debug, Clone, Copy)]
+pub struct SignedJson<'a> {
+    pub value: &'a Value,
+    pub canonical: &'a [u8],
+}
+
+impl SignedJson<'_> {
+    /// The predicate's trace digest (see [`trace_sha256`]) over what was signed.
+    fn trace_digest(&self) -> String {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(d) = self.digest_of_members(&["events", "steps"]) {
+            return d;
+        }
+        let part = |key| self.value.get(key).unwrap_or(&Value::Null);
+        trace_digest(part("events"), part("steps"))
+    }
+
+    /// The predicate's [`reproducible_digest`] over what was signed.
+    fn reproducible_digest(&self) -> String {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let mut keys = REPRODUCIBLE;
+            keys.sort_unstable();
+            if let Some(d) = self.digest_of_members(&keys) {
+                return d;
+            }
+        }
+        reproducible_digest_of(self.value)
+    }
+
+    /// SHA-256 of the canonical JSON of the members `keys` (sorted; a
+    /// missing one is null), the steps without the engine's line numbers,
+    /// each other member as the signed bytes hold it.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn digest_of_members(&self, keys: &[&str]) -> Option<String> {
+        let members = crate::canonical_spans::members(self.canonical)?;
+        let steps = self.value.get("steps").unwrap_or(&Value::Null);
+        let steps = to_canonical_json(&commit_independent(steps)).ok()?;
+        let parts: Vec<(&str, &[u8])> = keys
+            .iter()
+            .map(|&key| {
+                let bytes = match key {
+                    "steps" => steps.as_slice(),
+                    _ => members.get(key).copied().unwrap_or(b"null"),
+                };
+                (key, bytes)
+            })
+            .collect();
+        Some(sha256_hex(&crate::canonical_spans::object(&parts)))
+    }
+}
+
 /// Check a predicate's own consistency: seven steps numbered 1..=7 whose
 /// event indices point into `events`, and a matching `trace_sha256`.
 pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
@@ -143,9 +197,11 @@ pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
 
 /// [`check_predicate`] of a predicate parsed from `signed`, the JSON it was
 /// signed as: the trace digest is recomputed from that JSON.
-fn check_signed_predicate(p: &ProbePredicate, signed: &Value) -> Result<(), EvidenceError> {
-    let part = |key| signed.get(key).unwrap_or(&Value::Null);
-    check_trace(p, &trace_digest(part("events"), part("steps")))?;
+fn check_signed_predicate(
+    p: &ProbePredicate,
+    signed: &SignedJson<'_>,
+) -> Result<(), EvidenceError> {
+    check_trace(p, &signed.trace_digest())?;
     check_steps(p)
 }
 
@@ -229,7 +285,7 @@ pub trait PredicateKind: serde::Serialize + serde::de::DeserializeOwned {
     /// [`PredicateKind::check`] of a predicate parsed from `signed`, the JSON
     /// it was signed as. A kind whose check digests part of itself may take
     /// that part from `signed`, so the digest covers what was signed.
-    fn check_signed(&self, signed: &Value) -> Result<(), EvidenceError> {
+    fn check_signed(&self, signed: &SignedJson<'_>) -> Result<(), EvidenceError> {
         let _ = signed;
         self.check()
     }
@@ -241,7 +297,7 @@ impl PredicateKind for ProbePredicate {
     fn check(&self) -> Result<(), EvidenceError> {
         check_predicate(self)
     }
-    fn check_signed(&self, signed: &Value) -> Result<(), EvidenceError> {
+    fn check_signed(&self, signed: &SignedJson<'_>) -> Result<(), EvidenceError> {
         check_signed_predicate(self, signed)
     }
 }
@@ -313,6 +369,14 @@ pub struct VerifiedStatement {
 }
 
 impl VerifiedStatement {
+    /// The predicate as it was signed.
+    pub fn signed(&self) -> SignedJson<'_> {
+        SignedJson {
+            value: &self.predicate,
+            canonical: &self.predicate_json,
+        }
+    }
+
     /// Parse the predicate as kind `P`, refusing another `predicateType`,
     /// and run the kind's own check.
     pub fn parse<P: PredicateKind>(&self) -> Result<P, EvidenceError> {
@@ -324,7 +388,7 @@ impl VerifiedStatement {
         }
         let predicate: P = serde_json::from_slice(&self.predicate_json)
             .map_err(|e| EvidenceError::json(P::WHAT, e))?;
-        predicate.check_signed(&self.predicate)?;
+        predicate.check_signed(&self.signed())?;
         Ok(predicate)
     }
 }
@@ -339,7 +403,7 @@ pub(crate) fn open_statement(
     bytes: &[u8],
     key: &PublicKey,
     what: &'static str,
-) -> Result<Statement, EvidenceError> {
+) -> Result<(Statement, Vec<u8>), EvidenceError> {
     let envelope = Envelope::from_json(bytes)?;
     if envelope.payload_type != PAYLOAD_TYPE {
         return Err(EvidenceError::PayloadType {
@@ -360,7 +424,7 @@ pub(crate) fn open_statement(
             expected: STATEMENT_TYPE,
         });
     }
-    Ok(statement)
+    Ok((statement, payload))
 }
 
 /// Verify a receipt of any predicate kind: size, envelope, `payloadType`,
@@ -374,7 +438,7 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
             limit: MAX_RECEIPT_BYTES,
         });
     }
-    let statement = open_statement(bytes, key, "in-toto statement")?;
+    let (statement, payload) = open_statement(bytes, key, "in-toto statement")?;
     let [subject] = statement.subject.as_slice() else {
         return Err(EvidenceError::Subject(format!(
             "{} subjects, expected exactly one",
@@ -388,8 +452,7 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
     if let Err(e) = check_receipt_name(&subject.name) {
         return Err(EvidenceError::Subject(e.to_string()));
     }
-    let predicate_json =
-        to_canonical_json(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))?;
+    let predicate_json = predicate_bytes(&statement, &payload)?;
     let digest = sha256_hex(&predicate_json);
     if subject.digest.sha256 != digest {
         return Err(EvidenceError::Subject(format!(
@@ -407,6 +470,20 @@ pub fn verify_statement(bytes: &[u8], key: &PublicKey) -> Result<VerifiedStateme
     })
 }
 
+/// The canonical JSON of a statement's predicate: on native targets the
+/// slice of the signed payload that holds it (the payload was checked to be
+/// canonical), in the browser written again.
+fn predicate_bytes(statement: &Statement, payload: &[u8]) -> Result<Vec<u8>, EvidenceError> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(p) =
+        crate::canonical_spans::members(payload).and_then(|m| m.get("predicate").copied())
+    {
+        return Ok(p.to_vec());
+    }
+    let _ = payload;
+    to_canonical_json(&statement.predicate).map_err(|e| EvidenceError::json("predicate", e))
+}
+
 /// Verify a probe receipt's bytes against `key` (see the module
 /// documentation for every check). Errors name the first check that failed.
 pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, EvidenceError> {
@@ -417,12 +494,63 @@ impl VerifiedReceipt {
     /// The probe receipt a verified statement carries; refuses other kinds.
     pub fn from_statement(statement: VerifiedStatement) -> Result<Self, EvidenceError> {
         let predicate: ProbePredicate = statement.parse()?;
+        let reproducible_digest = statement.signed().reproducible_digest();
         Ok(VerifiedReceipt {
             name: statement.name,
             keyid: statement.keyid,
             predicate_sha256: statement.predicate_sha256,
-            reproducible_digest: reproducible_digest_of(&statement.predicate),
+            reproducible_digest,
             predicate,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::{sample_config, sample_predicate};
+    use crate::{PoisonMode, Scale};
+
+    /// On native targets verification takes its digests over slices of the
+    /// signed bytes; they are the digests the browser build computes by
+    /// writing the JSON again, for a whole predicate and for one with
+    /// members missing.
+    #[test]
+    fn digests_over_the_signed_bytes_are_those_of_the_json_written_again() {
+        let signer = Signer::generate();
+        let p = sample_predicate(sample_config(Scale::Walkthrough, &[], PoisonMode::Off, 3));
+        let env = sign_predicate("sample.json", &p, &signer).unwrap();
+        let verified = verify_statement(env.to_json_pretty().as_bytes(), &signer.public()).unwrap();
+        assert_eq!(
+            verified.predicate_json,
+            to_canonical_json(&verified.predicate).unwrap()
+        );
+        let mut partial = verified.predicate.clone();
+        let map = partial.as_object_mut().unwrap();
+        map.remove("events");
+        map.remove("verdict");
+        let partial_json = to_canonical_json(&partial).unwrap();
+        for signed in [
+            verified.signed(),
+            SignedJson {
+                value: &partial,
+                canonical: &partial_json,
+            },
+        ] {
+            let part = |key| signed.value.get(key).unwrap_or(&Value::Null);
+            assert_eq!(
+                signed.trace_digest(),
+                trace_digest(part("events"), part("steps"))
+            );
+            assert_eq!(
+                signed.reproducible_digest(),
+                reproducible_digest_of(signed.value)
+            );
+            assert!(signed.digest_of_members(&["events", "steps"]).is_some());
+        }
+        assert_eq!(
+            verified.signed().reproducible_digest(),
+            reproducible_digest(&p)
+        );
     }
 }

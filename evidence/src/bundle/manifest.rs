@@ -84,7 +84,7 @@ pub fn verify(bytes: &[u8], key: &PublicKey) -> Result<BTreeMap<String, String>,
 }
 
 fn verify_inner(bytes: &[u8], key: &PublicKey) -> Result<BTreeMap<String, String>, EvidenceError> {
-    let statement = crate::receipt::open_statement(bytes, key, "manifest statement")?;
+    let (statement, _) = crate::receipt::open_statement(bytes, key, "manifest statement")?;
     if statement.predicate_type != MANIFEST_PREDICATE_TYPE {
         return Err(EvidenceError::UnknownPredicate {
             found: statement.predicate_type,
