@@ -223,6 +223,12 @@ fn flag_cases() -> Vec<Case> {
             &["bench", "--reps", "4294967295"],
         ),
         k(
+            "bench-check-budget-past-ten-minutes",
+            2,
+            "0..=600",
+            &["bench", "--check-budget", "601"],
+        ),
+        k(
             "probe-incident-page-size-1",
             1,
             "--max-pages",
