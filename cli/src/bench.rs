@@ -206,6 +206,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A spinner on stderr for a row that takes a while (hidden off a terminal).
+fn spinner() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg}  {elapsed}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
 /// Time `kvw bundle` as a user runs it: this binary as a child process,
 /// signing the full matrix (both scales, gates, the model-check
 /// counterexample) with a scratch key into a scratch folder.
@@ -245,6 +254,9 @@ fn bundle_row(tmp: &tempfile::TempDir) -> anyhow::Result<()> {
         "the benchmark's kvw check --fixes none exited {check}"
     );
     let out = tmp.path().join("full-bundle");
+    let bar = spinner();
+    bar.set_message("kvw bundle: the full matrix at both scales");
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     let bundle = quiet(&[
         os("bundle"),
         os("--out"),
@@ -254,6 +266,7 @@ fn bundle_row(tmp: &tempfile::TempDir) -> anyhow::Result<()> {
         os("--model-check"),
         model_check.as_os_str(),
     ])?;
+    bar.finish_and_clear();
     anyhow::ensure!(
         bundle.success(),
         "the benchmark's kvw bundle exited {bundle}"
@@ -282,7 +295,15 @@ fn check_row(budget: std::time::Duration) -> anyhow::Result<()> {
         };
         let options =
             crate::check::verdict_options(&kvw_evidence::FixSet::ALL, requests, faults.0, left);
-        let report = kvw_check::run(&options, &mut |_| {})?;
+        let bar = spinner();
+        let report = kvw_check::run(&options, &mut |p| {
+            bar.set_message(format!(
+                "model check, {requests} request(s): {} unique states",
+                p.unique_states
+            ));
+            bar.tick();
+        })?;
+        bar.finish_and_clear();
         outln!(
             "model check, every fix, {requests} request(s), aborts and lost acks: {} unique states in {:.1} s, {}",
             report.unique_states,
