@@ -30,8 +30,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc instead of the system allocator: about a third of verifying a
-/// bundle was glibc's malloc and free (`kvw bench`).
+/// mimalloc instead of the system allocator: in a `perf` profile of `kvw
+/// verify`, about a third of the time was glibc's malloc and free.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
