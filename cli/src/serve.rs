@@ -22,10 +22,12 @@ use kvw_server::site::checked_root;
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Folder to serve, e.g. the output of `kvw site build`.
-    #[arg(long, required_unless_present = "openai")]
+    #[arg(long, required_unless_present_any = ["openai", "role"])]
     pub dir: Option<PathBuf>,
-    /// Address to listen on; the host must be 127.0.0.1. Port 0 picks a free
-    /// port. Default 127.0.0.1:8000, or 127.0.0.1:8080 with `--openai`.
+    /// Address to listen on; the host must be 127.0.0.1 (any address with
+    /// `--role`, whose router may be on another machine). Port 0 picks a
+    /// free port. Default 127.0.0.1:8000, or 127.0.0.1:8080 with `--openai`
+    /// or `--role`.
     #[arg(long)]
     pub addr: Option<SocketAddr>,
     #[command(flatten)]
@@ -38,9 +40,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub for_seconds: Option<u64>,
     /// Seconds a client has to send a request's headers (also on an idle
-    /// keep-alive connection) before it is closed.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub idle_timeout: u64,
+    /// keep-alive connection) before it is closed. Default 10, or 75 with
+    /// `--role`: longer than the 50 s SGLang's router keeps an idle
+    /// connection, so the router closes it first and never reuses one this
+    /// side is closing.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub idle_timeout: Option<u64>,
     /// Seconds a client has to send a whole request body (408 past it).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub body_timeout: u64,
@@ -55,6 +60,18 @@ pub struct OpenAiArgs {
     /// Serve the OpenAI-compatible endpoint backed by a live engine cluster.
     #[arg(long)]
     pub openai: bool,
+    /// Serve one worker of a PD pair, to run behind SGLang's router
+    /// (`python -m sglang_router.launch_router --pd-disaggregation --prefill
+    /// URL PORT --decode URL`): `prefill` or `decode`. Its OpenAI routes,
+    /// `/generate`, `/health`, `/server_info` and `/model_info` take the
+    /// router's requests; KV moves over the prefill's bootstrap port.
+    #[arg(long, value_parser = ["prefill", "decode"], conflicts_with_all = ["openai", "dir"])]
+    pub role: Option<String>,
+    /// The prefill's bootstrap port, on the host of `--addr` (give the
+    /// router the same number after the prefill's URL). Port 0 picks a free
+    /// one and prints it.
+    #[arg(long, default_value_t = 8998)]
+    pub bootstrap_port: u16,
     /// An API key; its tenant is the key itself (repeatable). Keys also
     /// guard `POST /api/probe`.
     #[arg(long = "key", value_name = "KEY")]
@@ -99,11 +116,13 @@ pub struct OpenAiArgs {
     pub waiting_timeout: u64,
 }
 
-/// The OpenAI endpoint's router from its flags.
+/// The OpenAI endpoint's router from its flags; `host` is where a prefill
+/// worker's bootstrap server listens.
 fn openai_router(
     a: &OpenAiArgs,
     keys: kvw_server::tenant_keys::Keys,
     body_time: Duration,
+    host: std::net::IpAddr,
 ) -> anyhow::Result<Router> {
     let fixes = a.fixes.list();
     let prefix_cache =
@@ -129,9 +148,24 @@ fn openai_router(
             pages: 1,
             us: ms * 1000,
         }),
+        role: a.role.as_deref().and_then(kvw_engine::sim::Role::parse),
         ..Default::default()
     };
-    let service = kvw_server::service::EngineService::start(shape)?;
+    let service = match shape.role {
+        None => kvw_server::service::EngineService::start(shape)?,
+        Some(role) => {
+            let bootstrap = (role == kvw_engine::sim::Role::Prefill)
+                .then(|| {
+                    let at = SocketAddr::new(host, a.bootstrap_port);
+                    let l = std::net::TcpListener::bind(at)
+                        .with_context(|| format!("binding the bootstrap port {at}"))?;
+                    outln!("bootstrap server at {}", l.local_addr()?)?;
+                    anyhow::Ok(l)
+                })
+                .transpose()?;
+            kvw_server::service::EngineService::start_split(shape, bootstrap)?
+        }
+    };
     let mut state = kvw_server::openai::OpenAi::new(service, keys, a.model.clone());
     state.body_time = body_time;
     Ok(kvw_server::openai::router(Arc::new(state)))
@@ -139,13 +173,21 @@ fn openai_router(
 
 /// Run `kvw serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let addr = args.addr.unwrap_or(if args.openai.openai {
+    let worker = args.openai.role.is_some();
+    let addr = args.addr.unwrap_or(if args.openai.openai || worker {
         SocketAddr::from((Ipv4Addr::LOCALHOST, 8080))
     } else {
         SocketAddr::from((Ipv4Addr::LOCALHOST, 8000))
     });
-    if addr.ip() != Ipv4Addr::LOCALHOST {
+    if addr.ip() != Ipv4Addr::LOCALHOST && !worker {
         bail!("kvw serve listens on 127.0.0.1 only, not {}", addr.ip());
+    }
+    if !addr.ip().is_loopback() {
+        errln!(
+            "note: this {} worker listens on {}, reachable from other machines",
+            args.openai.role.as_deref().unwrap_or_default(),
+            addr.ip()
+        );
     }
     let root = args.dir.as_deref().map(checked_root).transpose()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -167,8 +209,8 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
         .with_keys(keys.clone())
         .with_body_time(body_time);
     app = kvw_server::probe_api::router(Arc::new(probe_api)).merge(app);
-    if args.openai.openai {
-        app = openai_router(&args.openai, keys, body_time)?.merge(app);
+    if args.openai.openai || args.openai.role.is_some() {
+        app = openai_router(&args.openai, keys, body_time, addr.ip())?.merge(app);
     } else {
         app = app.route("/healthz", axum::routing::get(|| async { "ok\n" }));
     }
@@ -176,9 +218,10 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
         .await
         .with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr()?;
-    match &root {
-        Some(root) => outln!("serving {} at http://{local}/", root.display())?,
-        None => outln!("serving the OpenAI endpoint at http://{local}/v1")?,
+    match (&root, args.openai.role.as_deref()) {
+        (Some(root), _) => outln!("serving {} at http://{local}/", root.display())?,
+        (None, Some(role)) => outln!("serving the PD {role} worker at http://{local}")?,
+        (None, None) => outln!("serving the OpenAI endpoint at http://{local}/v1")?,
     }
 
     let for_seconds = args.for_seconds;
@@ -189,7 +232,11 @@ async fn serve(args: ServeArgs, addr: SocketAddr, root: Option<PathBuf>) -> anyh
         }
     };
     let limits = kvw_server::listen::Limits {
-        idle: Duration::from_secs(args.idle_timeout),
+        idle: Duration::from_secs(args.idle_timeout.unwrap_or(if args.openai.role.is_some() {
+            75
+        } else {
+            10
+        })),
         max_connections: args.max_connections as usize,
     };
     kvw_server::listen::serve(listener, app, limits, stop).await;

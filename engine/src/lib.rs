@@ -19,6 +19,7 @@
 //! * [`fuzz`] — randomized runs with invariants checked after every event;
 //! * [`slots`] — metadata buffer and Mamba slot allocators;
 //! * [`live`] — the same cluster serving requests as they arrive, on a real clock;
+//! * [`bootstrap`] — the KV connection of a prefill and a decode worker in separate processes;
 //! * [`upstream_twin`] — the engine's side of each probe of a real SGLang release.
 //!
 //! # The incident in a few lines
@@ -58,6 +59,7 @@
 pub mod arrivals;
 pub mod attention;
 pub mod backend;
+pub mod bootstrap;
 pub mod config;
 pub mod fuzz;
 pub mod fuzz_campaign;

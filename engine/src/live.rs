@@ -42,21 +42,30 @@
 //! abort, which without `deferred-release` (#35049) lands in pages the next
 //! request was handed.
 //!
+//! **Split pairs.** [`LiveEngine::start_split`] runs one worker of the pair
+//! per process ([`crate::sim::remote`]): requests come with the bootstrap
+//! room (and, at decode, the prefill's bootstrap address) the router put in
+//! them, the worker answers with its own answer, and the KV crosses over
+//! [`crate::bootstrap`]'s connection. `early-reject` does not apply: the
+//! router in front decides what the client gets.
+//!
 //! The clock may run slower than real time ([`LiveConfig::clock_scale`]):
 //! every latency the cost model sets stretches alike, which keeps a
 //! prefix-cache hit measurable over loopback jitter; no outcome depends on it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::mpsc;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::arrivals::Arrival;
 use crate::backend::Backend;
+use crate::bootstrap::{self, Event, Heard, Link};
 use crate::config::ValidConfig;
 use crate::sim::cost::Costs;
-use crate::sim::{Retained, Sim};
+use crate::sim::{Retained, Role, Sim, Wire};
 use crate::trace::Trace;
 
 /// Who may reuse a cached prefix.
@@ -170,6 +179,17 @@ pub struct Submit {
     pub reply: Box<dyn FnOnce(LiveAnswer) + Send>,
     /// The caller's name for the request, for [`LiveEngine::abort`].
     pub handle: Option<u64>,
+    /// What the router added, for a worker of a split pair.
+    pub bootstrap: Option<BootstrapFields>,
+}
+
+/// The router's bootstrap fields of one request, as a split worker takes
+/// them: the room both workers name the request by, and (for decode) the
+/// prefill's bootstrap server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootstrapFields {
+    pub room: u64,
+    pub prefill: Option<SocketAddr>,
 }
 
 /// What the engine thread is handed.
@@ -179,6 +199,10 @@ enum Control {
     Census(Box<dyn FnOnce(Retained) + Send>),
     /// The client of the request submitted with this handle went away.
     Abort(u64),
+    /// A bootstrap connection's news (split pairs).
+    Remote(Heard),
+    /// Stop taking requests.
+    Stop,
 }
 
 /// The engine has stopped and takes no more requests.
@@ -196,11 +220,34 @@ pub struct LiveEngine {
 impl LiveEngine {
     /// Start the engine thread.
     pub fn start(config: LiveConfig) -> Self {
+        Self::spawn(config, None)
+    }
+
+    /// Start one worker of a split pair: `role`'s half of the cluster. A
+    /// prefill serves its bootstrap server on `bootstrap` (decode workers
+    /// connect there); a decode takes `None`.
+    pub fn start_split(
+        config: LiveConfig,
+        role: Role,
+        bootstrap: Option<TcpListener>,
+    ) -> std::io::Result<Self> {
+        if (role == Role::Prefill) != bootstrap.is_some() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a prefill worker serves a bootstrap address; a decode worker serves none",
+            ));
+        }
+        let engine = Self::spawn(config, Some((role, bootstrap)));
+        Ok(engine)
+    }
+
+    fn spawn(config: LiveConfig, split: Option<(Role, Option<TcpListener>)>) -> Self {
         let (tx, rx) = mpsc::channel();
         let run_config = config.clone();
+        let to_engine = tx.clone();
         let thread = std::thread::Builder::new()
             .name("kvw-live-engine".into())
-            .spawn(move || run(run_config, rx))
+            .spawn(move || run(run_config, rx, to_engine, split))
             .ok();
         LiveEngine {
             tx: Some(tx),
@@ -252,7 +299,9 @@ impl LiveEngine {
 impl Drop for LiveEngine {
     /// Stop taking requests, answer those in flight, join the thread.
     fn drop(&mut self) {
-        self.tx.take();
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Control::Stop);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -325,10 +374,190 @@ const MAX_LAG_US: u64 = 100;
 /// Longest the engine thread sleeps with nothing due.
 const IDLE_WAIT: Duration = Duration::from_millis(50);
 
-fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
+/// A split worker's bootstrap connections, one per room.
+struct Links {
+    role: Role,
+    /// The room's connection to the peer.
+    open: HashMap<u64, Link>,
+    /// Decode: the prefill bootstrap server of each room's request.
+    peers: HashMap<u64, SocketAddr>,
+    /// Prefill: rooms registered by a decode before (or without) a request
+    /// naming them, and since when (virtual microseconds).
+    unclaimed: HashMap<u64, u64>,
+    report: bootstrap::Report,
+    /// The prefill's bootstrap server, while the engine runs.
+    _server: Option<bootstrap::Server>,
+}
+
+impl Links {
+    /// Send what the worker has for its peers.
+    fn flush(&mut self, sim: &mut Sim) {
+        for msg in sim.take_outbox() {
+            let room = msg.room();
+            match msg {
+                Wire::Register { .. } => match self.peers.get(&room) {
+                    Some(&addr) => {
+                        let link = bootstrap::connect(addr, msg, self.report.clone());
+                        self.open.insert(room, link);
+                    }
+                    None => sim.peer_lost(room),
+                },
+                msg => {
+                    if let Some(link) = self.open.get(&room) {
+                        link.send(msg);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Take the news of one connection.
+    fn hear(&mut self, sim: &mut Sim, h: Heard) {
+        let Heard {
+            room,
+            conn,
+            event,
+            link,
+        } = h;
+        let current = self.open.get(&room).is_some_and(|l| l.id() == conn);
+        match event {
+            Event::Message(msg) => {
+                if link.is_none() && !current {
+                    return;
+                }
+                match sim.take_remote(msg) {
+                    Ok(()) => {
+                        if let Some(link) = link {
+                            self.open.insert(room, link);
+                            if sim.entry_of_room(room).is_none() {
+                                self.unclaimed.insert(room, sim.now);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(room, "bootstrap: {e}");
+                        match link {
+                            // A second registration: refused on its own
+                            // connection; the first one stands.
+                            Some(link) => link.refuse(room, &e.to_string()),
+                            None => {
+                                if let Some(link) = self.open.remove(&room) {
+                                    link.refuse(room, &e.to_string());
+                                }
+                                sim.peer_lost(room);
+                            }
+                        }
+                    }
+                }
+            }
+            Event::Refused(reason) if current => {
+                tracing::warn!(room, "bootstrap: the peer refused the room: {reason}");
+                self.open.remove(&room);
+                sim.peer_lost(room);
+            }
+            Event::Lost(why) if current => {
+                tracing::debug!(room, "bootstrap: connection ended: {why}");
+                self.open.remove(&room);
+                if self.unclaimed.remove(&room).is_some() && sim.entry_of_room(room).is_none() {
+                    sim.channel.forget(room);
+                } else {
+                    sim.peer_lost(room);
+                }
+            }
+            Event::Refused(_) | Event::Lost(_) => {}
+        }
+    }
+
+    /// Prefill: a registration no request claimed within the waiting
+    /// timeout is refused and forgotten.
+    fn sweep(&mut self, sim: &mut Sim) {
+        if self.role != Role::Prefill {
+            return;
+        }
+        let limit = sim.config.waiting_timeout_s * 1_000_000;
+        let now = sim.now;
+        let stale: Vec<u64> = self
+            .unclaimed
+            .iter()
+            .filter(|&(&room, &since)| {
+                sim.entry_of_room(room).is_none() && now.saturating_sub(since) >= limit
+            })
+            .map(|(&room, _)| room)
+            .collect();
+        for room in stale {
+            self.unclaimed.remove(&room);
+            if let Some(link) = self.open.remove(&room) {
+                link.refuse(
+                    room,
+                    &crate::sim::remote::Refused::UnknownRoom(room).to_string(),
+                );
+            }
+            sim.channel.forget(room);
+        }
+        self.unclaimed
+            .retain(|&room, _| sim.entry_of_room(room).is_none());
+    }
+
+    /// The request of `room` is forgotten: its connection closes.
+    fn forget(&mut self, room: u64) {
+        self.open.remove(&room);
+        self.peers.remove(&room);
+    }
+}
+
+/// Why a split worker refuses a request before it enters the cluster.
+fn split_refusal(
+    sim: &Sim,
+    role: Role,
+    fields: Option<BootstrapFields>,
+) -> Result<BootstrapFields, String> {
+    let Some(f) = fields else {
+        return Err("a PD worker takes only requests with the router's bootstrap_room (and bootstrap_host, bootstrap_port at decode)".into());
+    };
+    if sim.entry_of_room(f.room).is_some() {
+        return Err(format!(
+            "bootstrap room {} is already in use on this worker",
+            f.room
+        ));
+    }
+    if role == Role::Decode && f.prefill.is_none() {
+        return Err("a decode worker needs the prefill's bootstrap_host and bootstrap_port".into());
+    }
+    Ok(f)
+}
+
+fn run(
+    config: LiveConfig,
+    rx: mpsc::Receiver<Control>,
+    to_engine: mpsc::Sender<Control>,
+    split: Option<(Role, Option<TcpListener>)>,
+) {
     let backend = Backend::detect();
     let cap = config.probe.prefill_input_cap() as usize;
     let mut sim = Sim::with_costs((*config.probe).clone(), Vec::new(), &backend, config.costs);
+    let mut links = split.and_then(|(role, listener)| {
+        sim.set_role(role);
+        let report: bootstrap::Report = Arc::new(move |h| {
+            let _ = to_engine.send(Control::Remote(h));
+        });
+        let server = match listener.map(|l| bootstrap::Server::start(l, report.clone())) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                tracing::error!("bootstrap server did not start: {e}");
+                return None;
+            }
+            None => None,
+        };
+        Some(Links {
+            role,
+            open: HashMap::new(),
+            peers: HashMap::new(),
+            unclaimed: HashMap::new(),
+            report,
+            _server: server,
+        })
+    });
+    let early_reject = config.early_reject && links.is_none();
     let mut cache = PrefixCache {
         mode: config.prefix_cache,
         capacity: config.cache_blocks,
@@ -355,9 +584,26 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
             now = at;
         }
         sim.run_until(now);
-        settling.extend(deliver(&mut sim, &mut waiting, config.early_reject));
+        settling.extend(deliver(&mut sim, &mut waiting, early_reject));
         handles.retain(|_, i| waiting.contains_key(i));
-        settling.retain(|&i| !sim.forget(i));
+        // What the worker has for its peer goes out before a forgotten
+        // request's connection closes.
+        if let Some(l) = links.as_mut() {
+            l.flush(&mut sim);
+        }
+        settling.retain(|&i| {
+            let room = sim.entries[i as usize].room;
+            let gone = sim.forget(i);
+            if gone {
+                if let Some(l) = links.as_mut() {
+                    l.forget(room);
+                }
+            }
+            !gone
+        });
+        if let Some(l) = links.as_mut() {
+            l.sweep(&mut sim);
+        }
         // The live engine answers; it does not narrate. Keep memory flat.
         sim.trace = Trace::new();
         let now = now_us(behind);
@@ -383,6 +629,18 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
                     reply(sim.retained());
                     continue;
                 }
+                Control::Stop => {
+                    open = false;
+                    continue;
+                }
+                Control::Remote(h) => {
+                    if let Some(l) = links.as_mut() {
+                        let at = now_us(behind).max(sim.now);
+                        sim.run_until(at);
+                        l.hear(&mut sim, h);
+                    }
+                    continue;
+                }
                 Control::Abort(h) => {
                     if let Some(i) = handles.remove(&h).filter(|i| waiting.contains_key(i)) {
                         let at = now_us(behind).max(sim.now);
@@ -395,19 +653,46 @@ fn run(config: LiveConfig, rx: mpsc::Receiver<Control>) {
             let at = now_us(behind).max(sim.now);
             sim.run_until(at);
             let prompt_tokens = s.prompt.len();
+            let room = match links.as_mut() {
+                None => None,
+                Some(l) => match split_refusal(&sim, l.role, s.bootstrap) {
+                    Ok(f) => {
+                        if let Some(addr) = f.prefill {
+                            l.peers.insert(f.room, addr);
+                        }
+                        l.unclaimed.remove(&f.room);
+                        Some(f.room)
+                    }
+                    Err(text) => {
+                        (s.reply)(LiveAnswer {
+                            rid: String::new(),
+                            status: 400,
+                            text,
+                            output_ids: Vec::new(),
+                            prompt_tokens,
+                            cached_tokens: 0,
+                        });
+                        continue;
+                    }
+                },
+            };
             let cached_tokens = if prompt_tokens <= cap {
                 cache.lookup_and_insert(&s.tenant, s.cache_salt.as_deref(), &s.prompt)
             } else {
                 0
             };
-            let idx = sim.admit(Arrival {
+            let arrival = Arrival {
                 at_us: at,
                 tenant: s.tenant,
                 prompt: s.prompt,
                 canary: String::new(),
                 max_new_tokens: s.max_new_tokens,
                 probed: false,
-            });
+            };
+            let idx = match room {
+                Some(room) => sim.admit_to_room(arrival, room),
+                None => sim.admit(arrival),
+            };
             if cached_tokens > 0 {
                 sim.prefill_cached.insert(idx, cached_tokens);
             }
@@ -581,6 +866,7 @@ mod tests {
                 let _ = tx.send(a);
             }),
             handle: None,
+            bootstrap: None,
         })
         .unwrap();
         rx
@@ -659,6 +945,7 @@ mod tests {
                     let _ = tx.send(a);
                 }),
                 handle: Some(7),
+                bootstrap: None,
             })
             .unwrap();
             std::thread::sleep(Duration::from_millis(30));

@@ -217,6 +217,24 @@ impl TransferChannel {
         sent
     }
 
+    /// Decode's view of a chunk the prefill process posted
+    /// ([`crate::sim::remote`]): `pages` more writes are on their way.
+    pub fn remote_posted(&mut self, room: u64, pages: usize, last: bool, checksum: Option<u32>) {
+        let r = self.rooms.entry(room).or_default();
+        r.posted += pages;
+        if last {
+            r.final_sent = true;
+            r.checksum = checksum;
+        }
+    }
+
+    /// Decode's view of one write from the prefill process that landed.
+    pub fn remote_landed(&mut self, room: u64) {
+        if let Some(r) = self.rooms.get_mut(&room) {
+            r.landed += 1;
+        }
+    }
+
     /// Prefill's best-effort `sender.abort()`. In the modelled backends the
     /// decode peer is not told: its receiver keeps polling until its own
     /// timeout (upstream measured a 300 s decode timeout before PR #38935).

@@ -10,6 +10,10 @@
 //! either is seen. Every eighth request of a tenant (`KVW_BENCH_LONG_EVERY`,
 //! 0 for none) is past the prefill pool; `KVW_BENCH_FIXES=none` runs the pre-fix cluster,
 //! where those requests cross. Run: `cargo bench -p kvw-server --bench load`.
+//!
+//! `KVW_BENCH_ENDPOINT=http://HOST:PORT` drives that endpoint instead (SGLang's
+//! router in front of `kvw serve --role` workers, say) with keys `bench-0` …
+//! `bench-N-1`; `KVW_BENCH_FIXES` then only labels the line.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,22 +63,28 @@ async fn run(n: usize, time: Duration, every: u64) -> (Vec<(u64, u16)>, usize, u
         Ok("none") => Vec::new(),
         _ => Fix::ALL.to_vec(),
     };
-    let shape = ClusterShape {
-        fixes,
-        clock_scale: 1,
-        ..Default::default()
+    let url = match std::env::var("KVW_BENCH_ENDPOINT") {
+        Ok(url) => url,
+        Err(_) => {
+            let shape = ClusterShape {
+                fixes,
+                clock_scale: 1,
+                ..Default::default()
+            };
+            let service = EngineService::start(shape).expect("engine");
+            let state = OpenAi::new(
+                service,
+                Keys::load(&keys, None).expect("keys"),
+                "kvw-echo".into(),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let url = format!("http://{}", listener.local_addr().expect("addr"));
+            tokio::spawn(async move { axum::serve(listener, router(Arc::new(state))).await });
+            url
+        }
     };
-    let service = EngineService::start(shape).expect("engine");
-    let state = OpenAi::new(
-        service,
-        Keys::load(&keys, None).expect("keys"),
-        "kvw-echo".into(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(async move { axum::serve(listener, router(Arc::new(state))).await });
     let client = Arc::new(
         Client::new(
             &url,

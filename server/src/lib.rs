@@ -10,6 +10,7 @@ pub mod audit;
 pub mod guard;
 pub mod listen;
 pub mod openai;
+pub mod pd_worker;
 pub mod probe_api;
 pub mod service;
 pub mod site;

@@ -85,21 +85,33 @@ pub fn router(state: Arc<OpenAi>) -> Router {
         max_body: MAX_BODY_BYTES,
         body_time: state.body_time,
     });
-    Router::new()
+    let worker = state.service.shape.role.is_some();
+    let routes = Router::new()
         .route("/v1/models", get(models))
         .route("/get_server_info", get(server_info))
         .route("/version", get(version))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
-        .route("/tokenize", post(tokenize))
+        .route("/tokenize", post(tokenize));
+    let routes = if worker {
+        crate::pd_worker::keyed_routes(routes)
+    } else {
+        routes
+    };
+    let routes = routes
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(guard, crate::guard::guard))
         // Added after the guard: a health check needs no key.
-        .route("/healthz", get(|| async { "ok\n" }))
-        .with_state(state)
+        .route("/healthz", get(|| async { "ok\n" }));
+    let routes = if worker {
+        crate::pd_worker::open_routes(routes)
+    } else {
+        routes
+    };
+    routes.with_state(state)
 }
 
-fn tenant<'a>(s: &'a OpenAi, headers: &'a HeaderMap) -> Result<&'a str, ApiError> {
+pub(crate) fn tenant<'a>(s: &'a OpenAi, headers: &'a HeaderMap) -> Result<&'a str, ApiError> {
     let auth = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
@@ -171,17 +183,19 @@ async fn version(State(s): State<Arc<OpenAi>>, headers: HeaderMap) -> Response {
 }
 
 /// What a completion request asked for, once validated.
-struct Ask {
-    prompt: String,
-    max_tokens: u32,
-    stream: bool,
-    cache_salt: Option<String>,
+pub(crate) struct Ask {
+    pub prompt: Vec<u32>,
+    pub max_tokens: u32,
+    pub stream: bool,
+    pub cache_salt: Option<String>,
+    /// The router's bootstrap fields, on a worker of a split pair.
+    pub bootstrap: Option<kvw_engine::live::BootstrapFields>,
 }
 
 /// Parse the body into a JSON object, refusing what is not one.
 /// A tenant's request body as a JSON object: the tenant is checked first, so
 /// an unknown key is refused before its body is read.
-fn tenant_body(
+pub(crate) fn tenant_body(
     s: &OpenAi,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -211,38 +225,9 @@ fn common(
     prompt: String,
     max_key: &'static str,
 ) -> Result<Ask, ApiError> {
-    match map.get("model") {
-        Some(Value::String(m)) if *m == s.model => {}
-        Some(Value::String(m)) => {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "The model '{m}' does not exist; this server serves '{}'",
-                    s.model
-                ),
-            )
-            .param("model"))
-        }
-        Some(_) => return Err(ApiError::bad_request("'model' must be a string").param("model")),
-        None => return Err(ApiError::bad_request("missing required field 'model'").param("model")),
-    }
-    let max_tokens = match map.get(max_key).or_else(|| map.get("max_tokens")) {
-        None | Some(Value::Null) => DEFAULT_MAX_TOKENS,
-        Some(v) => match v.as_u64() {
-            Some(n) if (1..=MAX_TOKENS_LIMIT as u64).contains(&n) => n as u32,
-            _ => {
-                return Err(ApiError::bad_request(format!(
-                    "'max_tokens' must be an integer from 1 to {MAX_TOKENS_LIMIT} (got {v})"
-                ))
-                .param("max_tokens"))
-            }
-        },
-    };
-    let stream = match map.get("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(ApiError::bad_request("'stream' must be a boolean").param("stream")),
-    };
+    check_model(s, map)?;
+    let max_tokens = max_tokens_of(map.get(max_key).or_else(|| map.get("max_tokens")))?;
+    let stream = stream_of(map)?;
     let cache_salt = match map.get("cache_salt") {
         None | Some(Value::Null) => None,
         Some(Value::String(salt)) => Some(salt.clone()),
@@ -250,11 +235,25 @@ fn common(
             return Err(ApiError::bad_request("'cache_salt' must be a string").param("cache_salt"))
         }
     };
+    let prompt = kvw_engine::attention::encode(&prompt);
+    checked_ask(s, map, prompt, max_tokens, stream, cache_salt)
+}
+
+/// The prompt's size against the context, and on a split worker the
+/// router's bootstrap fields.
+pub(crate) fn checked_ask(
+    s: &OpenAi,
+    map: &serde_json::Map<String, Value>,
+    prompt: Vec<u32>,
+    max_tokens: u32,
+    stream: bool,
+    cache_salt: Option<String>,
+) -> Result<Ask, ApiError> {
     if prompt.is_empty() {
         return Err(ApiError::bad_request("the prompt is empty").param("prompt"));
     }
     let context = s.service.shape.context_len;
-    let asked = prompt.chars().count() as u64 + max_tokens as u64;
+    let asked = prompt.len() as u64 + max_tokens as u64;
     if asked > context {
         return Err(ApiError::bad_request(format!(
             "This model's maximum context length is {context} tokens. However, you requested {asked} tokens ({} in the prompt, {max_tokens} in the completion).",
@@ -262,12 +261,57 @@ fn common(
         ))
         .param("prompt"));
     }
+    let bootstrap = match s.service.shape.role {
+        Some(role) => Some(crate::pd_worker::bootstrap_fields(map, role)?),
+        None => None,
+    };
     Ok(Ask {
         prompt,
         max_tokens,
         stream,
         cache_salt,
+        bootstrap,
     })
+}
+
+/// `model` must name the served model.
+fn check_model(s: &OpenAi, map: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    match map.get("model") {
+        Some(Value::String(m)) if *m == s.model => Ok(()),
+        Some(Value::String(m)) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "The model '{m}' does not exist; this server serves '{}'",
+                s.model
+            ),
+        )
+        .param("model")),
+        Some(_) => Err(ApiError::bad_request("'model' must be a string").param("model")),
+        None => Err(ApiError::bad_request("missing required field 'model'").param("model")),
+    }
+}
+
+/// `max_tokens` (or the route's own name for it), bounded.
+pub(crate) fn max_tokens_of(v: Option<&Value>) -> Result<u32, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(DEFAULT_MAX_TOKENS),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=MAX_TOKENS_LIMIT as u64).contains(&n) => Ok(n as u32),
+            _ => Err(ApiError::bad_request(format!(
+                "'max_tokens' must be an integer from 1 to {MAX_TOKENS_LIMIT} (got {v})"
+            ))
+            .param("max_tokens")),
+        },
+    }
+}
+
+/// `stream`, false when absent.
+pub(crate) fn stream_of(map: &serde_json::Map<String, Value>) -> Result<bool, ApiError> {
+    match map.get("stream") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad_request("'stream' must be a boolean").param("stream")),
+    }
 }
 
 async fn completions(
@@ -364,40 +408,48 @@ enum Kind {
     Chat,
 }
 
-async fn run(s: &OpenAi, headers: &HeaderMap, ask: Ask, kind: Kind) -> Response {
+/// Run one request through the cluster: its 200 answer, or the error
+/// response the client gets (the cluster's own non-200 answer included).
+pub(crate) async fn answer(
+    s: &OpenAi,
+    headers: &HeaderMap,
+    ask: Ask,
+) -> Result<kvw_engine::live::LiveAnswer, Response> {
     let Ok(tenant) = tenant(s, headers) else {
-        return ApiError::new(StatusCode::UNAUTHORIZED, "Incorrect API key").into_response();
+        return Err(ApiError::new(StatusCode::UNAUTHORIZED, "Incorrect API key").into_response());
     };
     let Ok(_slot) = s.slots.try_acquire() else {
-        return ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too many requests in flight")
-            .into_response();
+        return Err(
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too many requests in flight")
+                .into_response(),
+        );
     };
-    let prompt = kvw_engine::attention::encode(&ask.prompt);
     let answer = match s
         .service
         .complete(
             tenant,
-            prompt,
+            ask.prompt,
             ask.max_tokens,
             ask.cache_salt,
+            ask.bootstrap,
             REQUEST_DEADLINE,
         )
         .await
     {
         Ok(a) => a,
         Err(ServiceError::TimedOut) => {
-            return ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::GATEWAY_TIMEOUT,
                 "the cluster did not answer in time",
             )
-            .into_response()
+            .into_response())
         }
         Err(ServiceError::Stopped) => {
-            return ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the cluster is shutting down",
             )
-            .into_response()
+            .into_response())
         }
     };
     tracing::info!(
@@ -411,7 +463,21 @@ async fn run(s: &OpenAi, headers: &HeaderMap, ask: Ask, kind: Kind) -> Response 
     if answer.status != 200 {
         let status =
             StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return ApiError::new(status, answer.text).into_response();
+        return Err(ApiError::new(status, answer.text).into_response());
+    }
+    Ok(answer)
+}
+
+async fn run(s: &OpenAi, headers: &HeaderMap, ask: Ask, kind: Kind) -> Response {
+    let stream = ask.stream;
+    let mut answer = match answer(s, headers, ask).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    // A prefill worker's 200 carries no text: its answer is the KV it sent.
+    if s.service.shape.role == Some(kvw_engine::sim::Role::Prefill) {
+        answer.text.clear();
+        answer.output_ids.clear();
     }
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -425,7 +491,7 @@ async fn run(s: &OpenAi, headers: &HeaderMap, ask: Ask, kind: Kind) -> Response 
     });
     // The model never stops early: every answer ends at max_tokens.
     let finish = "length";
-    if !ask.stream {
+    if !stream {
         let choice = match kind {
             Kind::Completion => {
                 json!({"index": 0, "text": answer.text, "logprobs": null, "finish_reason": finish})

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kvw_engine::live::{LateWrite, LiveAnswer, LiveConfig, LiveEngine, PrefixCacheMode, Submit};
+use kvw_engine::live::{
+    BootstrapFields, LateWrite, LiveAnswer, LiveConfig, LiveEngine, PrefixCacheMode, Submit,
+};
+use kvw_engine::sim::Role;
 use kvw_evidence::{Fix, PoisonMode, Scale};
 
 /// The live cluster's shape, as `kvw serve --openai` flags set it.
@@ -27,6 +30,9 @@ pub struct ClusterShape {
     pub clock_scale: u64,
     /// The transfer fault of SGLang #24527 (`--late-write-ms`), if any.
     pub late_write: Option<LateWrite>,
+    /// The worker this process is of a split pair (`kvw serve --role`);
+    /// `None` runs the whole cluster.
+    pub role: Option<Role>,
 }
 
 impl Default for ClusterShape {
@@ -45,6 +51,7 @@ impl Default for ClusterShape {
             early_reject: true,
             clock_scale: 2,
             late_write: None,
+            role: None,
         }
     }
 }
@@ -82,7 +89,29 @@ pub enum ServiceError {
 }
 
 impl EngineService {
+    /// The whole cluster in this process.
     pub fn start(shape: ClusterShape) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            shape.role.is_none(),
+            "a worker of a split pair starts with start_split"
+        );
+        Self::start_with(shape, None)
+    }
+
+    /// One worker of a split pair (`shape.role`); a prefill serves its
+    /// bootstrap server on `bootstrap`.
+    pub fn start_split(
+        shape: ClusterShape,
+        bootstrap: Option<std::net::TcpListener>,
+    ) -> anyhow::Result<Self> {
+        anyhow::ensure!(shape.role.is_some(), "a split worker needs a role");
+        Self::start_with(shape, bootstrap)
+    }
+
+    fn start_with(
+        shape: ClusterShape,
+        bootstrap: Option<std::net::TcpListener>,
+    ) -> anyhow::Result<Self> {
         let mut probe = kvw_engine::config::incident_config(
             Scale::Incident,
             &shape.fixes,
@@ -96,7 +125,7 @@ impl EngineService {
         probe.page_size = shape.page_size;
         probe.waiting_timeout_s = shape.waiting_timeout_s;
         probe.max_new_tokens = 1;
-        let engine = LiveEngine::start(LiveConfig {
+        let config = LiveConfig {
             probe: kvw_engine::config::ValidConfig::new(probe)?,
             costs: kvw_engine::live::live_costs(),
             prefix_cache: shape.prefix_cache,
@@ -104,7 +133,11 @@ impl EngineService {
             early_reject: shape.early_reject,
             clock_scale: shape.clock_scale,
             late_write: shape.late_write,
-        });
+        };
+        let engine = match shape.role {
+            None => LiveEngine::start(config),
+            Some(role) => LiveEngine::start_split(config, role, bootstrap)?,
+        };
         Ok(EngineService {
             engine,
             shape,
@@ -120,6 +153,7 @@ impl EngineService {
         prompt: Vec<u32>,
         max_new_tokens: u32,
         cache_salt: Option<String>,
+        bootstrap: Option<BootstrapFields>,
         deadline: Duration,
     ) -> Result<LiveAnswer, ServiceError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -134,6 +168,7 @@ impl EngineService {
                     let _ = tx.send(a);
                 }),
                 handle: Some(handle),
+                bootstrap,
             })
             .map_err(|_| ServiceError::Stopped)?;
         let mut guard = AbortOnDrop {

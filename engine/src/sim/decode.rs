@@ -271,8 +271,7 @@ fn prealloc(sim: &mut Sim) {
         }
         d.req.metadata_buffer_index = d.metadata.map(|m| m as usize);
         d.waited_since = sim.now;
-        sim.channel
-            .receiver_init(d.req.bootstrap_room, d.table.clone());
+        sim.register_receiver(d.req.bootstrap_room, d.table.clone());
         sim.wake_prefill(sim.now + sim.costs.hop_back_us);
         sim.record(
             d.idx,

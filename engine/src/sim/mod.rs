@@ -15,6 +15,7 @@ pub mod null_mode;
 mod prefill;
 mod queue;
 mod release;
+pub mod remote;
 mod settle;
 
 use kvw_evidence::{
@@ -36,6 +37,7 @@ use crate::transfer::TransferChannel;
 pub use decode::DecodeWorker;
 pub use extras::{Extras, Reentry, SamplingMask};
 pub use prefill::PrefillWorker;
+pub use remote::{Role, Wire};
 pub use settle::Retained;
 
 /// Size of each worker's metadata buffer and Mamba slot pools (model
@@ -232,6 +234,13 @@ pub struct Sim<'b> {
     queue: queue::EventQueue<Msg>,
     prefill_tick_at: Option<u64>,
     decode_tick_at: Option<u64>,
+    /// This process's worker when the pair is split across processes
+    /// ([`remote`]); `None` runs both.
+    role: Option<Role>,
+    /// Messages for the peer process, taken by [`Sim::take_outbox`].
+    outbox: Vec<Wire>,
+    /// Request of each bootstrap room.
+    room_index: std::collections::HashMap<u64, u32>,
 }
 
 impl<'b> Sim<'b> {
@@ -314,9 +323,13 @@ impl<'b> Sim<'b> {
             queue: queue::EventQueue::new(),
             prefill_tick_at: None,
             decode_tick_at: None,
+            role: None,
+            outbox: Vec::new(),
+            room_index: Default::default(),
         };
         for i in 0..sim.entries.len() {
             let at = sim.entries[i].arrival.at_us;
+            sim.room_index.insert(sim.entries[i].room, i as u32);
             sim.send(at, Msg::Arrive(i as u32));
         }
         sim
@@ -399,11 +412,20 @@ impl<'b> Sim<'b> {
     /// Admit one more request arriving at `arrival.at_us` (no earlier than
     /// now): the live engine's door into a running cluster. Returns its index.
     pub fn admit(&mut self, arrival: Arrival) -> u32 {
+        let room = 1000 + self.entries.len() as u64;
+        self.admit_to_room(arrival, room)
+    }
+
+    /// [`Sim::admit`] into the bootstrap room the router chose (a worker of
+    /// a split pair: both workers must name the request by the same room).
+    /// The caller makes sure no live request holds `room`.
+    pub fn admit_to_room(&mut self, arrival: Arrival, room: u64) -> u32 {
         let i = self.entries.len() as u32;
         let at = arrival.at_us.max(self.now);
+        self.room_index.insert(room, i);
         self.entries.push(Entry {
             rid: format!("{}-{}", arrival.tenant, i + 1),
-            room: 1000 + i as u64,
+            room,
             arrival,
             prefill_answer: None,
             decode_answer: None,
@@ -520,8 +542,12 @@ impl<'b> Sim<'b> {
                 let prompt_len = self.entries[i as usize].arrival.prompt.len() as u64;
                 let room = self.entries[i as usize].room;
                 self.record(i, EventKind::Dispatch { prompt_len, room });
-                self.send(self.now + self.costs.hop_prefill_us, Msg::ToPrefill(i));
-                self.send(self.now + self.costs.hop_decode_us, Msg::ToDecode(i));
+                if self.role != Some(Role::Decode) {
+                    self.send(self.now + self.costs.hop_prefill_us, Msg::ToPrefill(i));
+                }
+                if self.role != Some(Role::Prefill) {
+                    self.send(self.now + self.costs.hop_decode_us, Msg::ToDecode(i));
+                }
             }
             Msg::ToPrefill(i) => {
                 prefill::receive(self, i);
@@ -648,8 +674,27 @@ impl<'b> Sim<'b> {
 
     /// The PD router waits for both workers' answers and returns decode's
     /// (see [`crate::policy::router_answer`]).
+    /// A worker of a split pair answers with its own answer: the router in
+    /// front of it decides what the client gets.
     fn router_combine(&mut self, req: u32) {
-        let e = &self.entries[req as usize];
+        let e = &mut self.entries[req as usize];
+        match self.role {
+            Some(Role::Prefill) if e.response.is_none() => {
+                e.response = e.prefill_answer.as_ref().map(|(status, text)| Response {
+                    status: *status,
+                    text: text.clone(),
+                    at_us: self.now,
+                    output_ids: Vec::new(),
+                });
+                return;
+            }
+            Some(Role::Decode) if e.response.is_none() => {
+                e.response = e.decode_answer.clone();
+                return;
+            }
+            Some(_) => return,
+            None => {}
+        }
         let answered = crate::policy::router_answer(
             e.prefill_answer.as_ref().map(|a| a.0),
             e.decode_answer.as_ref().map(|a| a.status),
@@ -672,7 +717,24 @@ impl<'b> Sim<'b> {
         if landed.is_empty() {
             return;
         }
-        for w in &landed {
+        if self.role == Some(Role::Prefill) {
+            self.ship(&landed);
+        } else {
+            self.copy_landed(&landed);
+        }
+        if self.doors.ack_cleared_room {
+            for (room, peer) in self.channel.ack_cleared(self.ack_rules()) {
+                self.record_ack(room, peer);
+            }
+        }
+        self.schedule_landings();
+        self.wake_prefill(self.now);
+        self.wake_decode(self.now);
+    }
+
+    /// Landed writes within one process: prefill page bytes into decode pages.
+    fn copy_landed(&mut self, landed: &[crate::transfer::PageWrite]) {
+        for w in landed {
             let dst_owner = self
                 .decode_owner
                 .get(w.dst_page as usize)
@@ -694,7 +756,7 @@ impl<'b> Sim<'b> {
             }
         }
         let mut by_req: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-        for w in &landed {
+        for w in landed {
             by_req.entry(w.writer.req).or_default().push(w.dst_page);
         }
         for (req, pages) in by_req {
@@ -706,14 +768,6 @@ impl<'b> Sim<'b> {
                 },
             );
         }
-        if self.doors.ack_cleared_room {
-            for (room, peer) in self.channel.ack_cleared(self.ack_rules()) {
-                self.record_ack(room, peer);
-            }
-        }
-        self.schedule_landings();
-        self.wake_prefill(self.now);
-        self.wake_decode(self.now);
     }
 
     /// The drain-ack rules of this run.
@@ -729,6 +783,12 @@ impl<'b> Sim<'b> {
     pub fn ack(&mut self, room: u64) {
         if self.fix(Fix::DeferredRelease) {
             self.channel.close(room);
+            if self.role == Some(Role::Decode) {
+                self.outbox.push(Wire::Close { room });
+            }
+        }
+        if self.role == Some(Role::Decode) {
+            self.outbox.push(Wire::Ack { room });
         }
         for peer in self.channel.ack_with(room, self.ack_rules()) {
             self.record_ack(room, peer);
@@ -739,8 +799,8 @@ impl<'b> Sim<'b> {
         if !self.resource_events {
             return;
         }
-        if let Some(i) = self.entries.iter().position(|e| e.room == room) {
-            self.record(i as u32, EventKind::DrainAck { room, peer });
+        if let Some(i) = self.entry_of_room(room) {
+            self.record(i, EventKind::DrainAck { room, peer });
         }
     }
 

@@ -574,7 +574,7 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
         ResultAction::SendChunk => {
             let full = p.done / ps;
             let src = p.pages[p.sent_pages..full].to_vec();
-            let sent = sim.channel.send_chunk(ChunkSend {
+            let sent = sim.send_chunk(ChunkSend {
                 room,
                 first: p.sent_pages,
                 src: &src,
@@ -599,7 +599,7 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
             let checksum = sim
                 .fix(Fix::KvChecksum)
                 .then(|| cpu::adler32_pages(sim.layout, sim.prefill_pool.kv(), &p.pages));
-            let sent = sim.channel.send_chunk(ChunkSend {
+            let sent = sim.send_chunk(ChunkSend {
                 room,
                 first: p.sent_pages,
                 src: &src,

@@ -30,6 +30,9 @@ pub struct Retained {
     pub decode_pages_held: usize,
     /// Prefill pages handed to a request.
     pub prefill_pages_held: usize,
+    /// Pages given back while already free, since the cluster started
+    /// (not kept memory, but what a test of "released exactly once" reads).
+    pub double_frees: u32,
 }
 
 impl Sim<'_> {
@@ -61,6 +64,7 @@ impl Sim<'_> {
         }
         let room = e.room;
         self.channel.forget(room);
+        self.room_index.remove(&room);
         self.prefill.forget(req);
         self.prefill_cached.remove(&req);
         true
@@ -78,6 +82,7 @@ impl Sim<'_> {
             deferred: self.deferred.iter().map(Vec::len).sum(),
             decode_pages_held: self.decode_owner.iter().flatten().count(),
             prefill_pages_held: self.prefill_owner.iter().flatten().count(),
+            double_frees: self.counters.double_frees,
         }
     }
 }

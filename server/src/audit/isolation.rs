@@ -154,6 +154,14 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
                 ),
             },
         ),
+        None if ok == 0 => (
+            GateResult::Inconclusive,
+            format!(
+                "none of {} requests answered 200 ({}), so no answer could carry another tenant's canary",
+                exchanges.len(),
+                statuses(&exchanges)
+            ),
+        ),
         None => (
             GateResult::Pass,
             format!(
@@ -171,6 +179,20 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .to_vec(),
         exchanges,
     ))
+}
+
+/// "12 x 503, 4 x 500": how the answers were spread over statuses.
+fn statuses(exchanges: &[Exchange]) -> String {
+    let mut count = std::collections::BTreeMap::<u16, usize>::new();
+    for e in exchanges {
+        *count.entry(e.status).or_default() += 1;
+    }
+    count
+        .iter()
+        .rev()
+        .map(|(s, n)| format!("{n} x {s}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Up to 80 characters either side of the first `canary` in `body`.

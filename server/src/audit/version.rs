@@ -102,7 +102,19 @@ pub async fn run(a: &Audit) -> Result<GateOutcome, AuditError> {
         .and_then(|v| v["version"].as_str())
         .and_then(kept);
     let mut source = "GET /get_server_info version";
-    let mut looked = vec![format!("GET /get_server_info answered {}", info.status)];
+    // SGLang's PD router answers this route itself (`RouterManager`), with
+    // `router_manager: true` and no worker's version.
+    let router = info_json
+        .as_ref()
+        .is_some_and(|v| v["router_manager"] == serde_json::Value::Bool(true));
+    let mut looked = vec![if router {
+        format!(
+            "GET /get_server_info answered {} from SGLang's router itself (router_manager), which names no worker's version",
+            info.status
+        )
+    } else {
+        format!("GET /get_server_info answered {}", info.status)
+    }];
     exchanges.push(info.exchange);
     if version.is_none() {
         let r = a.client.send(t, Method::GET, "/version", None).await?;
