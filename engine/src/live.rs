@@ -183,6 +183,31 @@ pub struct Submit {
     pub bootstrap: Option<BootstrapFields>,
 }
 
+impl Submit {
+    /// A request whose answer comes on the returned channel, with no
+    /// prefix-cache salt and no handle.
+    pub fn on_channel(
+        tenant: &str,
+        prompt: Vec<u32>,
+        max_new_tokens: u32,
+        bootstrap: Option<BootstrapFields>,
+    ) -> (Self, mpsc::Receiver<LiveAnswer>) {
+        let (tx, rx) = mpsc::channel();
+        let submit = Submit {
+            tenant: tenant.into(),
+            prompt,
+            max_new_tokens,
+            cache_salt: None,
+            reply: Box::new(move |a| {
+                let _ = tx.send(a);
+            }),
+            handle: None,
+            bootstrap,
+        };
+        (submit, rx)
+    }
+}
+
 /// The router's bootstrap fields of one request, as a split worker takes
 /// them: the room both workers name the request by, and (for decode) the
 /// prefill's bootstrap server.
@@ -856,19 +881,8 @@ mod tests {
 
     /// Submit without waiting; the answer comes on the returned channel.
     fn send(e: &LiveEngine, tenant: &str, text: &str, n: u32) -> mpsc::Receiver<LiveAnswer> {
-        let (tx, rx) = mpsc::channel();
-        e.submit(Submit {
-            tenant: tenant.into(),
-            prompt: attention::encode(text),
-            max_new_tokens: n,
-            cache_salt: None,
-            reply: Box::new(move |a| {
-                let _ = tx.send(a);
-            }),
-            handle: None,
-            bootstrap: None,
-        })
-        .unwrap();
+        let (submit, rx) = Submit::on_channel(tenant, attention::encode(text), n, None);
+        e.submit(submit).unwrap();
         rx
     }
 

@@ -65,20 +65,9 @@ impl Pair {
         self.next_room += 1;
         let room = self.next_room;
         let send = |engine: &LiveEngine, prefill| {
-            let (tx, rx) = mpsc::channel();
-            engine
-                .submit(Submit {
-                    tenant: tenant.into(),
-                    prompt: attention::encode(text),
-                    max_new_tokens: 24,
-                    cache_salt: None,
-                    reply: Box::new(move |a| {
-                        let _ = tx.send(a);
-                    }),
-                    handle: None,
-                    bootstrap: Some(BootstrapFields { room, prefill }),
-                })
-                .unwrap();
+            let bootstrap = Some(BootstrapFields { room, prefill });
+            let (submit, rx) = Submit::on_channel(tenant, attention::encode(text), 24, bootstrap);
+            engine.submit(submit).unwrap();
             rx
         };
         let p = send(&self.prefill, None);
@@ -176,20 +165,8 @@ fn a_rolling_upgrade_leaves_each_half_with_its_own_fixes() {
 #[test]
 fn requests_without_the_routers_fields_or_with_a_room_in_use_are_refused() {
     let pair = Pair::start(&[], &[], 16384);
-    let (tx, rx) = mpsc::channel();
-    pair.decode
-        .submit(Submit {
-            tenant: "t".into(),
-            prompt: attention::encode("hello"),
-            max_new_tokens: 2,
-            cache_salt: None,
-            reply: Box::new(move |a| {
-                let _ = tx.send(a);
-            }),
-            handle: None,
-            bootstrap: None,
-        })
-        .unwrap();
+    let (submit, rx) = Submit::on_channel("t", attention::encode("hello"), 2, None);
+    pair.decode.submit(submit).unwrap();
     let a = rx.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(a.status, 400);
     assert!(a.text.contains("bootstrap_room"), "{}", a.text);
@@ -302,23 +279,13 @@ fn fake_prefill(
 
 /// Decode's answer to one request whose prefill is `prefill`.
 fn decode_alone(decode: &LiveEngine, prefill: std::net::SocketAddr, room: u64) -> LiveAnswer {
-    let (tx, rx) = mpsc::channel();
-    decode
-        .submit(Submit {
-            tenant: "acme".into(),
-            prompt: attention::encode(&doc("CANARY-acme-5151", 200)),
-            max_new_tokens: 8,
-            cache_salt: None,
-            reply: Box::new(move |a| {
-                let _ = tx.send(a);
-            }),
-            handle: None,
-            bootstrap: Some(BootstrapFields {
-                room,
-                prefill: Some(prefill),
-            }),
-        })
-        .unwrap();
+    let bootstrap = Some(BootstrapFields {
+        room,
+        prefill: Some(prefill),
+    });
+    let prompt = attention::encode(&doc("CANARY-acme-5151", 200));
+    let (submit, rx) = Submit::on_channel("acme", prompt, 8, bootstrap);
+    decode.submit(submit).unwrap();
     rx.recv_timeout(Duration::from_secs(20)).unwrap()
 }
 

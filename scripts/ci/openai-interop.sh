@@ -15,12 +15,7 @@ openai_version=${KVW_OPENAI_VERSION:-}
 . "$repo/scripts/ci/serve_util.sh"
 
 venv=$cache/venv-openai
-if [[ ! -x $venv/bin/python ]]; then
-  python3 -m venv "$venv"
-fi
-if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
-  "$venv/bin/pip" install --quiet "openai${openai_version:+==$openai_version}"
-fi
+ensure_venv "$venv" "import openai" "openai${openai_version:+==$openai_version}"
 
 port=$(free_port)
 "$kvw" serve --openai --addr "127.0.0.1:$port" --for-seconds 120 \

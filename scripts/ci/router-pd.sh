@@ -27,12 +27,7 @@ version=${KVW_ROUTER_VERSION:-0.3.2}
 . "$repo/scripts/ci/serve_util.sh"
 
 venv=$cache/venv-router
-if [[ ! -x $venv/bin/python ]]; then
-  python3 -m venv "$venv"
-fi
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('sglang-router') != '$version')" 2>/dev/null; then
-  "$venv/bin/pip" install --quiet "sglang-router==$version"
-fi
+ensure_venv "$venv" "import importlib.metadata as m, sys; sys.exit(m.version('sglang-router') != '$version')" "sglang-router==$version"
 
 work=$(mktemp -d)
 pids=()

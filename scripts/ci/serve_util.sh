@@ -1,4 +1,4 @@
-# Shared by the OpenAI interop scripts: start a server in the background on
+# Shared by the interop scripts: start a server in the background on
 # 127.0.0.1 and wait until GET URL answers; with PID, stop waiting as soon
 # as that process has exited.
 #   wait_http URL SECONDS [PID]
@@ -21,4 +21,14 @@ wait_http() {
 # A free TCP port on 127.0.0.1.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# A cached venv at VENV holding what CHECK (Python code that exits 0 when
+# the right package is installed) looks for; pip installs SPEC... otherwise.
+#   ensure_venv VENV CHECK SPEC...
+ensure_venv() {
+  local venv=$1 check=$2
+  shift 2
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  "$venv/bin/python" -c "$check" 2>/dev/null || "$venv/bin/pip" install --quiet "$@"
 }
