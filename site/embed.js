@@ -4,7 +4,7 @@
 // element <kvw-replay>. Each element fetches its receipt (src) and the
 // site's public key (key, default: kvw.pub.json next to this script),
 // verifies the signature in WebAssembly and mounts the seven-step replay
-// inside itself. A receipt that fails verification is shown as a warning,
+// in its shadow tree, styled there and nowhere else. A receipt that fails verification is shown as a warning,
 // never replayed. Whatever the element contains before mounting is kept,
 // except children marked data-kvw-fallback (a link to the static replay,
 // say: what readers without JavaScript see), which the replay replaces.
@@ -33,15 +33,6 @@ function loadExplorer(lang) {
   return explorers.get(pkg);
 }
 
-function ensureStyle() {
-  if (document.querySelector("link[data-kvw-style]")) return;
-  const link = document.createElement("link");
-  link.rel = "stylesheet";
-  link.href = new URL("style.css", base).href;
-  link.dataset.kvwStyle = "";
-  document.head.append(link);
-}
-
 class KvwReplay extends HTMLElement {
   async connectedCallback() {
     if (this.dataset.kvwMounting) return;
@@ -51,7 +42,17 @@ class KvwReplay extends HTMLElement {
       this.textContent = "kvw-replay: the src attribute (receipt URL) is missing.";
       return;
     }
-    ensureStyle();
+    // The replay lives in the element's shadow tree with its own copy of
+    // the style sheet: nothing of it reaches the host page's styles, and
+    // the host's rules do not reach into it. The element's own children
+    // stay in the light tree, shown through the slot.
+    // Focus given to the element goes to the replay inside (arrow keys).
+    const shadow = this.attachShadow({ mode: "open", delegatesFocus: true });
+    const style = document.createElement("link");
+    style.rel = "stylesheet";
+    style.href = new URL("style.css", base).href;
+    const mount = document.createElement("div");
+    shadow.append(style, mount, document.createElement("slot"));
     const receipt = new URL(src, document.baseURI).href;
     const key = this.getAttribute("key")
       ? new URL(this.getAttribute("key"), document.baseURI).href
@@ -61,10 +62,15 @@ class KvwReplay extends HTMLElement {
     try {
       const module = await loadExplorer(lang);
       for (const child of fallback) child.remove();
-      await module.mount_to(this, receipt, key, lang, this.hasAttribute("sync-url"));
+      await module.mount_to(mount, receipt, key, lang, this.hasAttribute("sync-url"));
+      // What the replay says of itself, said by the element the host sees.
+      for (const flag of ["kvwReady", "kvwError"]) {
+        if (mount.dataset[flag] !== undefined) this.dataset[flag] = mount.dataset[flag];
+      }
     } catch (error) {
       // Nothing was mounted (the receipt or key could not be fetched, or the
       // build did not load): say why, and keep the link to the static page.
+      mount.remove();
       this.dataset.kvwError = String(error);
       const p = document.createElement("p");
       p.setAttribute("role", "alert");

@@ -31,7 +31,7 @@ use crate::components::ReplayCtx;
 use crate::fixed::fixed;
 use crate::i18n::Lang;
 use crate::links::DEFAULT_ENGINE_SOURCE_BASE;
-use crate::page_data::{page_title, CatalogEntry, PageData, Shown, PAGE_DATA_ID};
+use crate::page_data::{CatalogEntry, PageData, Shown, PAGE_DATA_ID};
 use crate::trust;
 
 fn document() -> web_sys::Document {
@@ -189,19 +189,8 @@ fn query_param(name: &str) -> Option<String> {
     })
 }
 
-/// The title of the receipt on screen.
-fn retitle(ctx: ReplayCtx) {
-    if ctx.embedded {
-        return;
-    }
-    let stem = ctx.shown.with_untracked(|s| s.stem().to_string());
-    let lang = ctx.data.with_value(|d| d.lang);
-    let title = page_title(ctx.entry(&stem).as_ref(), &stem, lang);
-    document().set_title(&title);
-}
-
-/// Fetch, verify and show the receipt at `url`; optionally push `page` to history.
-async fn load(ctx: ReplayCtx, url: String, page: Option<String>) {
+/// Fetch, verify and show the receipt at `url` in place (inside an embed).
+async fn load(ctx: ReplayCtx, url: String) {
     let stem = stem_of(&url);
     set_flag("data-kvw-loading", true);
     ctx.shown.set(Shown::Loading { stem: stem.clone() });
@@ -209,38 +198,30 @@ async fn load(ctx: ReplayCtx, url: String, page: Option<String>) {
     let shown = verify_fetched(&url, start_fetch(&url), &key).await;
     ctx.shown.set(shown);
     ctx.browser_checked.set(true);
-    if let (Some(page), Some(history)) = (page, web_sys::window().and_then(|w| w.history().ok())) {
-        let _ = history.push_state_with_url(&JsValue::NULL, "", Some(&page));
-    }
-    retitle(ctx);
     set_flag("data-kvw-loading", false);
 }
 
 /// What the replay's controls do in the browser.
 fn actions() -> Actions {
     Actions {
-        switch_to: Some(|ctx, stem| switch_to(ctx, stem, true)),
+        switch_to: Some(switch_to),
         set_hash: Some(set_hash),
     }
 }
 
-/// Show the receipt `stem` of this site in place.
-pub fn switch_to(ctx: ReplayCtx, stem: String, push: bool) {
-    let (url, page) = ctx.data.with_value(|d| {
-        let url = d.receipt_href(&stem);
-        // Pages in a language folder have siblings in the same folder. The
-        // site's index sits one level up, where relative links would break
-        // if the address moved into a folder, so it names the receipt in its
-        // query instead (which `hydrate` understands on reload).
-        let page = if d.root.is_empty() || d.root == "./" {
-            format!("?receipt={url}")
-        } else {
-            d.page_href(&stem)
-        };
-        (url, page)
-    });
-    let page = (push && !ctx.embedded).then_some(page);
-    leptos::task::spawn_local(load(ctx, url, page));
+/// Show the receipt `stem`: on a page of the site, open its own page
+/// (every combination is a static page with its own address, readable
+/// without scripts); inside an embed, which must not leave the host page,
+/// fetch, verify and swap it in place.
+pub fn switch_to(ctx: ReplayCtx, stem: String) {
+    let (url, page) = ctx
+        .data
+        .with_value(|d| (d.receipt_href(&stem), d.page_href(&stem)));
+    if ctx.embedded {
+        leptos::task::spawn_local(load(ctx, url));
+    } else if let Some(w) = web_sys::window() {
+        let _ = w.location().set_href(&page);
+    }
 }
 
 /// The step change an arrow key asks for, if any.
@@ -280,30 +261,9 @@ fn install_navigation(ctx: ReplayCtx) {
             ctx.current.set(n);
         }
     });
-    // Back and Forward after an in-place switch: show the receipt of the address.
-    let history = window_event_listener(leptos::ev::popstate, move |_| {
-        let path = web_sys::window()
-            .and_then(|w| w.location().pathname().ok())
-            .unwrap_or_default();
-        let page = path.rsplit('/').next().unwrap_or_default();
-        let from_query = query_param("receipt").map(|url| stem_of(&url));
-        let stem = from_query
-            .as_deref()
-            .unwrap_or(page.strip_suffix(".html").unwrap_or(page));
-        let known = ctx.entry(stem).is_some();
-        let stem = if known {
-            stem.to_string()
-        } else {
-            ctx.data.with_value(|d| d.receipt.clone())
-        };
-        if ctx.shown.with_untracked(|s| s.stem() != stem) {
-            switch_to(ctx, stem, false);
-        }
-    });
     // The listeners live as long as the page.
     std::mem::forget(keys);
     std::mem::forget(hashes);
-    std::mem::forget(history);
 }
 
 fn install_panic_hook() {
@@ -406,10 +366,18 @@ pub async fn hydrate() {
                 if let Some(n) = step_from_hash() {
                     ctx.current.set(n);
                 }
+                // An address of an older site named the receipt in its
+                // query: a receipt of this site opens its own page; any
+                // other is fetched, verified and shown (or refused) here.
                 if let Some(url) = query_param("receipt") {
-                    leptos::task::spawn_local(load(ctx, url, None));
-                } else {
-                    retitle(ctx);
+                    let stem = stem_of(&url);
+                    match (ctx.entry(&stem), web_sys::window()) {
+                        (Some(_), Some(w)) => {
+                            let page = ctx.data.with_value(|d| d.page_href(&stem));
+                            let _ = w.location().replace(&page);
+                        }
+                        _ => leptos::task::spawn_local(load(ctx, url)),
+                    }
                 }
                 mark_ready();
             },

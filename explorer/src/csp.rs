@@ -31,7 +31,14 @@ pub const WASM_BIN: &str = "kvw_explorer_bg.wasm";
 /// page out as the hydrated replay will (one step at a time) and hydration
 /// moves nothing; without scripts the class never appears and every step
 /// reads top to bottom.
-pub const JS_FLAG: &str = "<script>document.documentElement.classList.add(\"kvw-js\")</script>";
+///
+/// The same script makes Previous, Next and the arrow keys work before the
+/// browser build arrives (`early_steps.js`).
+pub const JS_FLAG: &str = concat!(
+    "<script>document.documentElement.classList.add(\"kvw-js\");",
+    include_str!("early_steps.js"),
+    "</script>"
+);
 
 /// The inline check that fetches the page's receipt at once and verifies it
 /// with WebCrypto while the wasm downloads (see the file's opening comment).
@@ -163,9 +170,8 @@ mod tests {
     fn the_policy_admits_each_inline_script_by_hash_and_nothing_inline_else() {
         let p = policy();
         assert!(!p.contains('"') && !p.contains('<') && !p.contains('&'));
-        assert!(p.contains(&source_hash(
-            "document.documentElement.classList.add(\"kvw-js\")"
-        )));
+        assert!(JS_FLAG.contains("classList.add(\"kvw-js\")"));
+        assert!(p.contains(&source_hash(inner(JS_FLAG, "script"))));
         assert_eq!(p.matches("'sha256-").count(), 3 + 2 * 2 * 2 + 1);
         let script_src = p
             .split(';')

@@ -20,6 +20,22 @@
     .then((verdict) => {
       root.dataset.kvwEarly = verdict;
       if (verdict === "ok") root.dataset.kvwBadgeMs = performance.now().toFixed(1);
+      if (verdict === "bad") showReceived(bytes);
       return verdict;
     });
+  // A file that failed shows the digest of the bytes that arrived, not the
+  // one the page was built with.
+  async function showReceived(bytes) {
+    const got = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", await bytes)), (x) => x.toString(16).padStart(2, "0")).join("");
+    root.dataset.kvwReceivedSha256 = got;
+    const put = () => {
+      const digest = document.querySelector("#kvw-trust.built .digest");
+      if (digest) {
+        digest.textContent = got.slice(0, 16);
+        digest.title = got;
+      }
+    };
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", put);
+    else put();
+  }
 })();

@@ -19,9 +19,26 @@ pub fn fixed(x: f64, decimals: u32) -> String {
     }
 }
 
+/// A span of virtual microseconds in the unit a reader takes in at once:
+/// `850 µs`, `12.5 ms`, `300.1 s`.
+pub fn duration_us(us: u64) -> String {
+    match us {
+        0..1_000 => format!("{us} µs"),
+        1_000..1_000_000 => format!("{} ms", fixed(us as f64 / 1e3, 1)),
+        _ => format!("{} s", fixed(us as f64 / 1e6, 1)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::fixed;
+    use super::{duration_us, fixed};
+
+    #[test]
+    fn durations_take_the_unit_that_reads_at_once() {
+        assert_eq!(duration_us(850), "850 µs");
+        assert_eq!(duration_us(12_500), "12.5 ms");
+        assert_eq!(duration_us(300_101_000), "300.1 s");
+    }
 
     #[test]
     fn matches_the_standard_formatter_away_from_ties() {

@@ -28,7 +28,11 @@ fn broke_detail(c: &FuzzCounterexample, lang: Lang) -> String {
     let event = c.events.get(c.at_event as usize).map(|e| &e.kind);
     match (c.invariant.as_str(), event) {
         ("isolation", Some(EventKind::Attend { foreign_pages, .. })) => {
-            format!("{rid} ha letto {foreign_pages} pagina/e scritte da un'altra richiesta")
+            if *foreign_pages == 1 {
+                format!("{rid} ha letto 1 pagina scritta da un'altra richiesta")
+            } else {
+                format!("{rid} ha letto {foreign_pages} pagine scritte da un'altra richiesta")
+            }
         }
         ("isolation", _) => format!("{rid} ha letto pagine scritte da un'altra richiesta"),
         (

@@ -81,7 +81,14 @@ fn Table(
                     <td>{cell}</td>
                     <td>{said_view(words::expected(&r.expected, lang))}</td>
                     <td>{said_view(words::observed(&r.observed, lang))}</td>
-                    <td>{status_text(r.status, lang)}</td>
+                    <td class=format!("result r-{} {}", status_slug(r.status), if r.as_recorded { "as-recorded" } else { "unexpected" })>
+                        {status_text(r.status, lang)}
+                        <small>{if r.as_recorded {
+                            lang.pick("as the record predicts", "come prevede la fonte")
+                        } else {
+                            lang.pick("not what the record predicts", "non come prevede la fonte")
+                        }}</small>
+                    </td>
                     <td>{said_view(words::why(&r.why, lang))}</td>
                 </tr>
             }

@@ -34,6 +34,20 @@ pub fn contains(ranges: &[PageRange], p: u64) -> bool {
     ranges.iter().any(|r| r.contains(p))
 }
 
+/// Where page `p` sits in the page table `ranges` lists (0 for its first
+/// entry), if it is one of them.
+pub fn table_slot(ranges: &[PageRange], p: u64) -> Option<u64> {
+    let mut before = 0;
+    for r in ranges {
+        if r.contains(p) {
+            let offset = if r.down { r.first - p } else { p - r.first };
+            return Some(before + offset);
+        }
+        before += r.count;
+    }
+    None
+}
+
 /// The run that covers page `p`, if any.
 pub fn run_at(runs: &[PageRun], p: u64) -> Option<&PageRun> {
     runs.iter().find(|r| p >= r.first && p < r.first + r.count)
@@ -151,6 +165,28 @@ pub fn bar_geometry(first: u64, count: u64, total: u64) -> (f64, f64) {
 mod tests {
     use super::*;
     use kvw_evidence::PoolSide;
+
+    #[test]
+    fn a_page_s_slot_follows_the_page_table_order() {
+        // Pages 7, 6, 5, then 0..=4: the order of the walkthrough's table.
+        let table = [
+            PageRange {
+                first: 7,
+                count: 3,
+                down: true,
+            },
+            PageRange::up(0, 5),
+        ];
+        let slots: Vec<Option<u64>> = (0..9).map(|p| table_slot(&table, p)).collect();
+        assert_eq!(
+            slots,
+            [3, 4, 5, 6, 7, 2, 1, 0]
+                .map(Some)
+                .into_iter()
+                .chain([None])
+                .collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn counts_foreign_pages_read() {

@@ -203,7 +203,11 @@ fn ScenarioStep(n: usize, event: Event, picture: Picture, lang: Lang) -> impl In
     let id = format!("step-{n}");
     let href = format!("#{id}");
     let (kind, fields) = event_fields(&event);
-    let head = format!("{n}. {} µs — {} — {kind}", event.at_us, event.rid);
+    let head = format!(
+        "{n}. {} — {} — {kind}",
+        crate::fixed::duration_us(event.at_us),
+        event.rid
+    );
     let line = kvw_words::probe::event_line(&event, lang);
     let grid = match picture {
         Picture::Drawn(view) => view! { <PoolView view=view lang=lang/> }.into_any(),
@@ -230,9 +234,14 @@ fn ScenarioStep(n: usize, event: Event, picture: Picture, lang: Lang) -> impl In
         <li id=id class="sc-step" data-kind=kind.clone() data-rid=event.rid.clone()>
             <h3><a href=href>{head}</a></h3>
             <p class="sc-line">{line}</p>
-            <dl class="sc-fields">
-                {fields.into_iter().map(|(k, v)| view! { <dt><code>{k}</code></dt><dd><code>{v}</code></dd> }).collect_view()}
-            </dl>
+            // The event's raw fields are for the reader who checks the
+            // receipt against the sentence above: folded away.
+            <details class="sc-fields">
+                <summary>{lang.pick("The event as recorded", "L'evento come registrato")}</summary>
+                <dl>
+                    {fields.into_iter().map(|(k, v)| view! { <dt><code>{k}</code></dt><dd><code>{v}</code></dd> }).collect_view()}
+                </dl>
+            </details>
             {grid}
         </li>
     }
@@ -285,12 +294,13 @@ pub fn requests_list(requests: &[kvw_evidence::RequestInfo], lang: Lang) -> impl
         .iter()
         .map(|r| {
             let text = format!(
-                "{} ({}, {} {}, {} µs){}",
+                "{} ({}, {} {}, {} {}){}",
                 r.rid,
                 r.tenant,
                 r.prompt_len,
                 lang.pick("prompt tokens", "token di prompt"),
-                r.arrival_us,
+                lang.pick("arrives at", "arriva a"),
+                crate::fixed::duration_us(r.arrival_us),
                 if r.probed {
                     lang.pick(" — the pictured request", " — la richiesta nelle immagini")
                 } else {

@@ -433,3 +433,83 @@ fn every_page_carries_the_policy_and_admits_its_inline_code() {
         assert!(audit.contains("data-result=\"pass\""), "{lang}");
     }
 }
+
+/// The answer class the fix matrix must give a verified run, worked out
+/// here from the receipt's verdict on its own.
+fn expected_answer(v: &kvw_evidence::Verdict) -> &'static str {
+    use kvw_evidence::Outcome;
+    match v.outcome {
+        Outcome::Leak => "a-leak",
+        Outcome::WrongAnswer => "a-wrong",
+        Outcome::Correct => "a-right",
+        Outcome::Refused if v.latency_us >= 1_000_000 => "a-slow",
+        Outcome::Refused if v.http_status < 500 => "a-right",
+        Outcome::Refused => "a-error",
+    }
+}
+
+#[test]
+fn every_replay_page_opens_on_the_card_and_a_matrix_read_from_the_receipts() {
+    let SampleSite {
+        bundle,
+        out,
+        report,
+    } = sample_site();
+    let key = PublicKey::load(bundle.join("kvw.pub.json")).unwrap();
+    for stem in &report.verified {
+        let html = fs::read_to_string(out.join("en").join(format!("{stem}.html"))).unwrap();
+        let body = &html[html.find("<body>").unwrap()..];
+        let (intro, matrix, replay) = (
+            body.find("id=\"kvw-intro\"").expect("card"),
+            body.find("id=\"kvw-matrix\"").expect("matrix"),
+            body.find("id=\"replay\"").expect("replay"),
+        );
+        assert!(
+            intro < matrix && matrix < replay,
+            "{stem}: card, matrix, replay"
+        );
+        let card = &body[intro..matrix];
+        for fact in [
+            "Cloudflare Workers AI",
+            "GLM-5.3",
+            "155 responses",
+            "kvw verify",
+        ] {
+            assert!(card.contains(fact), "{stem}: the card says {fact}");
+        }
+        // Each row that names a run gives that run's own answer.
+        let mut rows = 0;
+        for row in body[matrix..replay].split("<tr data-stem=\"").skip(1) {
+            let (run, rest) = row.split_once('"').unwrap();
+            let envelope = fs::read(bundle.join("receipts").join(format!("{run}.json"))).unwrap();
+            let verdict = verify_receipt(&envelope, &key).unwrap().predicate.verdict;
+            let class = format!("answer {}", expected_answer(&verdict));
+            assert!(
+                rest[..rest.find("</tr>").unwrap()].contains(&class),
+                "{stem}: the row of {run} should say {class}"
+            );
+            rows += 1;
+        }
+        assert!(rows >= 2, "{stem}: {rows} rows");
+        // Each pool's sentence names the side that reserved the pages, and
+        // a drawn grid numbers the request's pages in page-table order.
+        assert_eq!(
+            body.matches("<figcaption>Prefill pool").count(),
+            body.matches("Prefill reserved ").count(),
+            "{stem}: prefill pools"
+        );
+        assert_eq!(
+            body.matches("<figcaption>Decode pool").count(),
+            body.matches("Decode reserved ").count(),
+            "{stem}: decode pools"
+        );
+        if body.contains("<div class=\"grid\"") {
+            assert!(body.contains("data-slot=\"1\""), "{stem}: page-table order");
+        }
+        assert!(
+            body[matrix..replay]
+                .contains(&format!("<tr data-stem=\"{stem}\" aria-current=\"page\"")),
+            "{stem}: the matrix marks its own run"
+        );
+    }
+}

@@ -210,7 +210,7 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
         }
         Claim::Reserved { pages, tokens, page_size, previously_written } => say!(lang,
             "Decode reserved {pages} pages of {page_size} tokens for {tokens} tokens; {previously_written} of them still hold bytes of earlier requests (freed pages are not cleared).",
-            "Decode ha prenotato {pages} pagine da {page_size} token per {tokens} token; {previously_written} contengono ancora byte di richieste precedenti (le pagine liberate non vengono azzerate).",
+            "Il decode ha prenotato {pages} pagine da {page_size} token per {tokens} token; {previously_written} contengono ancora byte di richieste precedenti (le pagine liberate non vengono azzerate).",
             pages = pages, page_size = page_size, tokens = tokens, previously_written = previously_written),
         Claim::NothingReserved => lang.pick(
             "No KV receiver or page reservation was made on decode for this request.",
@@ -224,7 +224,7 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
         Claim::HandoffSent { pages_sent, pages_reserved, tokens_covered, prompt_len, with_checksum, stale_tail_slots } => {
             let mut s = say!(lang,
                 "Prefill sent {pages_sent} with the final flag while decode had reserved {pages_reserved}: the handoff covers {tokens_covered} of {prompt_len} prompt tokens, yet it will report complete.",
-                "Prefill ha inviato {pages_sent} con il flag finale mentre decode ne aveva prenotate {pages_reserved}: l'handoff copre {tokens_covered} di {prompt_len} token del prompt, eppure risulterà completo.",
+                "Il prefill ha inviato {pages_sent} con il flag finale mentre il decode ne aveva prenotate {pages_reserved}: l'handoff copre {tokens_covered} di {prompt_len} token del prompt, eppure risulterà completo.",
                 pages_sent = lang.count(*pages_sent, ["page", "pages"], ["pagina", "pagine"]), pages_reserved = pages_reserved, tokens_covered = tokens_covered, prompt_len = prompt_len);
             if *stale_tail_slots > 0 {
                 s += " ";
@@ -245,7 +245,7 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
         }
         Claim::ResultRetired => lang.pick(
             "Prefill retired the aborted result: KV and metadata freed once, sender.abort() called (best effort), nothing sent to decode.",
-            "Prefill ha ritirato il risultato interrotto: KV e metadati liberati una volta, sender.abort() chiamato (best effort), niente inviato a decode.",
+            "Il prefill ha ritirato il risultato interrotto: KV e metadati liberati una volta, sender.abort() chiamato (best effort), niente inviato al decode.",
         ).to_string(),
         Claim::HandoffAccepted { pages_written, pages_reserved } => say!(lang,
             "The receiver polled Success with {pages_written} of {pages_reserved} reserved pages written, and finished() was false: decode accepted the handoff.",
@@ -253,7 +253,7 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
             pages_written = pages_written, pages_reserved = pages_reserved),
         Claim::HandoffAborted { cause: c, status } => say!(lang,
             "Decode aborted the request before batching it with status {status}: {c}.",
-            "Decode ha interrotto la richiesta prima del batch con stato {status}: {c}.",
+            "Il decode ha interrotto la richiesta prima del batch con stato {status}: {c}.",
             status = status, c = cause(*c, lang)),
         Claim::Attended { pages_read, positions, foreign_pages } => {
             let mut s = say!(lang,
@@ -293,7 +293,7 @@ pub fn claim(c: &Claim, lang: Lang) -> String {
             let workers = match (prefill_status, decode_status) {
                 (Some(p), Some(d)) => say!(lang,
                     "Prefill answered {p} and decode {d}; the router returned decode's answer. ",
-                    "Prefill ha risposto {p} e decode {d}; il router ha restituito la risposta di decode. ",
+                    "Il prefill ha risposto {p} e il decode {d}; il router ha restituito la risposta del decode. ",
                     p = p, d = d),
                 _ => String::new(),
             };

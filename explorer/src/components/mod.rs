@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod compare;
 pub mod glossary;
+pub mod island;
 pub mod pool;
 pub mod provenance;
 pub mod replay;

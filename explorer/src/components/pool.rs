@@ -44,7 +44,7 @@ fn Legend(lang: Lang) -> impl IntoView {
             {CLASSES.into_iter().map(|c| view! {
                 <li><span class=format!("pg c-{}", class_slug(c)) aria-hidden="true">{class_letter(c)}</span>" "{class_label(c, lang)}</li>
             }).collect_view()}
-            <li><span class="pg c-never r" aria-hidden="true"></span>" "{lang.pick("reserved for this request (thick outline)", "prenotata per questa richiesta (bordo spesso)")}</li>
+            <li><span class="pg c-never r" aria-hidden="true"></span>" "{lang.pick("reserved for this request (thick outline; the number is its place in the page table)", "prenotata per questa richiesta (bordo spesso; il numero è il suo posto nella tabella delle pagine)")}</li>
             <li><span class="pg c-never t" aria-hidden="true"></span>" "{lang.pick("written by the transfer (yellow corner)", "scritta dal trasferimento (angolo giallo)")}</li>
             <li><span class="pg c-never x" aria-hidden="true"></span>" "{lang.pick("read by decode attention (underline)", "letta dall'attenzione di decode (sottolineatura)")}</li>
         </ul>
@@ -77,7 +77,10 @@ fn Cells(view: PageView, lang: Lang) -> impl IntoView {
                 lang.pick("page", "pagina"),
                 class_label(class, lang)
             );
-            view! { <span class=css title=title>{class_letter(class)}</span> }
+            // The request's own pages carry their place in its page table,
+            // the order the sentence below speaks in.
+            let slot = pool_runs::table_slot(&view.reserved, p).map(|i| (i + 1).to_string());
+            view! { <span class=css title=title data-slot=slot>{class_letter(class)}</span> }
         })
         .collect_view();
     view! { <div class="grid" aria-hidden="true">{cells}</div> }
@@ -166,6 +169,7 @@ fn RunTable(view: PageView, lang: Lang) -> impl IntoView {
 
 /// What the grid shows, in one or two sentences.
 fn summary(view: &PageView, lang: Lang) -> String {
+    let decode = view.pool == kvw_evidence::PoolSide::Decode;
     let foreign = pool_runs::pages_of_class(view, &view.read, WriterClass::OtherTenant);
     let same = pool_runs::pages_of_class(view, &view.read, WriterClass::SameTenant);
     let (reserved, transferred, read) = (
@@ -185,11 +189,13 @@ fn summary(view: &PageView, lang: Lang) -> String {
     };
     match lang.spoken() {
         Lang::En => format!(
-            "Decode reserved {reserved} page(s) for this request (pages {}{arrow}); the transfer wrote {transferred} (pages {}); attention read {read} (pages {}), of which {foreign} were left by another tenant and {same} by the same tenant.",
+            "{} reserved {reserved} page(s) for this request (pages {}{arrow}); the transfer wrote {transferred} (pages {}); attention read {read} (pages {}), of which {foreign} were left by another tenant and {same} by the same tenant.",
+            if decode { "Decode" } else { "Prefill" },
             pool_runs::ranges_label(&view.reserved), pool_runs::ranges_label(&view.transferred), pool_runs::ranges_label(&view.read)
         ),
         Lang::It => format!(
-            "Il decode ha prenotato {reserved} pagine per questa richiesta (pagine {}{arrow}); il trasferimento ne ha scritte {transferred} (pagine {}); l'attenzione ne ha lette {read} (pagine {}), di cui {foreign} lasciate da un altro tenant e {same} dallo stesso tenant.",
+            "{} ha prenotato {reserved} pagine per questa richiesta (pagine {}{arrow}); il trasferimento ne ha scritte {transferred} (pagine {}); l'attenzione ne ha lette {read} (pagine {}), di cui {foreign} lasciate da un altro tenant e {same} dallo stesso tenant.",
+            if decode { "Il decode" } else { "Il prefill" },
             pool_runs::ranges_label(&view.reserved), pool_runs::ranges_label(&view.transferred), pool_runs::ranges_label(&view.read)
         ),
     }

@@ -40,6 +40,11 @@ fn StepNav(names: Vec<(u8, String)>, lang: Lang) -> impl IntoView {
     }
 }
 
+/// Previous and Next. They are never `disabled`: a disabled button drops
+/// the keyboard focus to the page, so at either end they say so with
+/// `aria-disabled` and stay where the focus is. Before the browser build
+/// has loaded, an inline script (`early_steps.js`) moves them through
+/// `#step-N` links.
 #[component]
 fn Stepper(lang: Lang) -> impl IntoView {
     let ctx = ReplayCtx::get();
@@ -49,13 +54,13 @@ fn Stepper(lang: Lang) -> impl IntoView {
     };
     view! {
         <div class="stepper js-only">
-            <button type="button" id="kvw-prev" on:click=move |_| step_by(-1) disabled=move || { ctx.current.get() <= 1 }>
+            <button type="button" id="kvw-prev" on:click=move |_| step_by(-1) aria-disabled=move || (ctx.current.get() <= 1).then_some("true")>
                 <span aria-hidden="true">"← "</span>{lang.pick("Previous", "Precedente")}
             </button>
             <span class="counter" aria-live="polite" id="kvw-counter">
                 {move || format!("{} {} / 7", lang.pick("Step", "Passo"), ctx.current.get())}
             </span>
-            <button type="button" id="kvw-next" on:click=move |_| step_by(1) disabled=move || { ctx.current.get() >= 7 }>
+            <button type="button" id="kvw-next" on:click=move |_| step_by(1) aria-disabled=move || (ctx.current.get() >= 7).then_some("true")>
                 {lang.pick("Next", "Successivo")}<span aria-hidden="true">" →"</span>
             </button>
             <span class="hint">{lang.pick("or use ← → keys", "oppure i tasti ← →")}</span>

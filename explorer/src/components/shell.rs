@@ -7,6 +7,7 @@
 use leptos::prelude::*;
 
 use super::glossary::Glossary;
+use super::island::{Island, Which};
 use super::replay::Replay;
 use super::timeline::TimelineView;
 use super::trust_banner::TrustBanner;
@@ -73,11 +74,9 @@ pub fn SitePage() -> impl IntoView {
             <LangSwitch lang=lang/>
         </header>
         <main id="main" class="kvw-main">
-            <h1>{lang.pick("A rejected prompt that read another customer's data", "Un prompt respinto che ha letto i dati di un altro cliente")}</h1>
-            <p class="lede">{lang.pick(
-                "A prompt too long for prefill was rejected, but decode never saw the rejection: it read KV pages other tenants had left behind and answered HTTP 200. Step through the signed run below; the switches show which fix stops it.",
-                "Un prompt troppo lungo per il prefill è stato respinto, ma il decode non ha visto il rifiuto: ha letto pagine KV lasciate da altri tenant e ha risposto HTTP 200. Scorri l'esecuzione firmata qui sotto; gli interruttori mostrano quale correzione la ferma.",
-            )}</p>
+            <Island which=Which::Headline/>
+            <Island which=Which::Intro/>
+            <Island which=Which::Matrix/>
             <TrustBanner/>
             <Replay/>
         </main>

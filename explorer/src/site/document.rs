@@ -10,6 +10,7 @@
 use leptos::prelude::*;
 
 use crate::components::compare::{CompareApp, ComparePage, ComparePair, COMPARE_PAIR_ID};
+use crate::components::island::Islands;
 use crate::components::shell::SitePage;
 use crate::components::ReplayCtx;
 use crate::csp::{boot_script, early_check_script, JS_FLAG};
@@ -41,10 +42,52 @@ pub fn head_start(title: &str) -> String {
     )
 }
 
-/// Render the `<body>` content of a replay page.
-pub fn render_replay_body(data: PageData, catalog: Vec<CatalogEntry>, shown: Shown) -> String {
+/// The header of every page but the replay's (whose header is part of the
+/// hydrated body): the brand, the site's own pages, and `langs`, the links
+/// to the page in the other language (HTML the caller rendered).
+pub fn site_header(root: &str, lang: Lang, langs: &str) -> String {
+    let links = [
+        (
+            "index.html".to_string(),
+            lang.pick("The replay", "La riproduzione"),
+        ),
+        (
+            format!("{}/{}", lang.code(), super::layout::COMPARE_PAGE),
+            lang.pick("Compare runs", "Confronta esecuzioni"),
+        ),
+        (
+            super::layout::receipts_index_path(lang).to_string(),
+            lang.pick(
+                "All receipts, gates, model checks",
+                "Tutte le ricevute, gate, model check",
+            ),
+        ),
+    ];
+    let nav = Owner::new().with(|| {
+        view! {
+            <nav class="site-links" aria-label=lang.pick("Site", "Sito")>
+                {links.into_iter().map(|(href, words)| view! { <a href=format!("{root}{href}")>{words}</a> }).collect_view()}
+            </nav>
+        }
+        .to_html()
+    });
+    format!(
+        "<header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p>{nav}<nav class=\"langs\" aria-label=\"{}\">{langs}</nav></header>",
+        lang.pick("Language", "Lingua")
+    )
+}
+
+/// Render the `<body>` content of a replay page, with its build-time
+/// `islands`.
+pub fn render_replay_body(
+    data: PageData,
+    catalog: Vec<CatalogEntry>,
+    shown: Shown,
+    islands: Islands,
+) -> String {
     Owner::new().with(|| {
         ReplayCtx::provide(data, catalog, shown);
+        provide_context(islands);
         view! { <SitePage/> }.to_html()
     })
 }
@@ -54,6 +97,7 @@ pub fn render_replay_page(
     data: &PageData,
     catalog: &[CatalogEntry],
     shown: Shown,
+    islands: Islands,
     hydrate: bool,
 ) -> String {
     let lang = data.lang;
@@ -78,7 +122,7 @@ pub fn render_replay_page(
     } else {
         (String::new(), String::new())
     };
-    let body = render_replay_body(data.clone(), catalog.to_vec(), shown);
+    let body = render_replay_body(data.clone(), catalog.to_vec(), shown, islands);
     let flag = if hydrate { JS_FLAG } else { "" };
     format!(
         "<!DOCTYPE html>\n<html lang=\"{lang}\" class=\"kvw-site\">\n<head>\n{head}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n{early}<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n{alternates}\n{boot}\n</head>\n<body>{body}</body>\n</html>\n",
@@ -126,12 +170,12 @@ pub fn render_compare_page(
         ("", String::new())
     };
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n{head}\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n<script type=\"application/json\" id=\"{COMPARE_PAIR_ID}\">{pair_json}</script>\n{boot}\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{other}</nav></header><main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n{head}\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n{flag}\n<script type=\"application/json\" id=\"{PAGE_DATA_ID}\">{json}</script>\n<script type=\"application/json\" id=\"{COMPARE_PAIR_ID}\">{pair_json}</script>\n{boot}\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a>{header}<main id=\"main\" class=\"kvw-main\">{body}</main></body>\n</html>\n",
         code = lang.code(),
         head = head_start(&title),
         json = script_json(data),
         pair_json = script_json(pair),
         skip = lang.pick("Skip to the comparison", "Vai al confronto"),
-        langword = lang.pick("Language", "Lingua"),
+        header = site_header(root, lang, &other),
     )
 }

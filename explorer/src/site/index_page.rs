@@ -104,11 +104,11 @@ pub fn receipts_index(bundle: &LoadedBundle, lang: Lang) -> String {
     });
     let title = lang.pick("Receipts", "Ricevute");
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\"><head>{head}<link rel=\"stylesheet\" href=\"{root}style.css\"></head><body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{other_link}</nav></header><main id=\"main\" class=\"kvw-main\"><h1>{title}</h1><p>{key}: <a href=\"{root}kvw.pub.json\"><code>kvw.pub.json</code></a></p>{other_section}<h2>{probes}</h2><ul>\n{items}</ul></main></body></html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\"><head>{head}<link rel=\"stylesheet\" href=\"{root}style.css\"></head><body><a class=\"skip\" href=\"#main\">{skip}</a>{header}<main id=\"main\" class=\"kvw-main\"><h1>{title}</h1><p>{key}: <a href=\"{root}kvw.pub.json\"><code>kvw.pub.json</code></a></p>{other_section}<h2>{probes}</h2><ul>\n{items}</ul></main></body></html>\n",
         code = lang.code(),
         head = head_start(&format!("{title} — kvwitness")),
         skip = lang.pick("Skip to content", "Vai al contenuto"),
-        langword = lang.pick("Language", "Lingua"),
+        header = super::document::site_header(root, lang, &other_link),
         key = lang.pick("Public key", "Chiave pubblica"),
         probes = lang.pick("Probe runs", "Esecuzioni della sonda"),
     )

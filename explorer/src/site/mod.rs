@@ -43,6 +43,7 @@
 
 mod document;
 mod index_page;
+mod intro;
 pub mod layout;
 mod load;
 mod pages;

@@ -18,6 +18,7 @@ use leptos::prelude::*;
 
 use super::document::{render_compare_page, render_replay_page};
 use super::index_page::{embed_example, receipts_index};
+use super::intro;
 use super::layout::{
     compare_page, receipt_file, receipt_page, receipts_index_path, COMPARE_PAGE, GATES_PAGE,
 };
@@ -99,18 +100,33 @@ pub fn render_site(
     };
 
     // Probe runs: a replay per language, the entry page, the receipt.
+    let runs: Vec<intro::Run> = probes
+        .iter()
+        .filter_map(|(l, shown)| {
+            shown.predicate().map(|p| intro::Run {
+                stem: &l.stem,
+                predicate: p,
+            })
+        })
+        .collect();
     for (l, shown) in &probes {
+        let keyid = match shown {
+            Shown::Verified { keyid, .. } => keyid.clone(),
+            _ => String::new(),
+        };
         pages += w.for_receipt(&l.stem, |w| {
             let mut pages = 0;
             for (lang, narratives) in &narratives {
                 let sha256 = sha256_hex(&l.envelope);
                 let mut data = page_data(*lang, &l.stem, narratives.clone(), sha256);
-                let html = render_replay_page(&data, &catalog, (*shown).clone(), wasm);
+                let islands = intro::islands(&runs, &l.stem, &keyid, &data.root, *lang);
+                let html = render_replay_page(&data, &catalog, (*shown).clone(), islands, wasm);
                 w.put(&receipt_page(*lang, &l.stem), html)?;
                 pages += 1;
                 if *lang == Lang::En && l.stem == default_stem {
                     data.root = "./".to_string();
-                    let html = render_replay_page(&data, &catalog, (*shown).clone(), wasm);
+                    let islands = intro::islands(&runs, &l.stem, &keyid, &data.root, *lang);
+                    let html = render_replay_page(&data, &catalog, (*shown).clone(), islands, wasm);
                     w.put("index.html", html)?;
                     pages += 1;
                 }

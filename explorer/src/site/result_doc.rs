@@ -165,11 +165,11 @@ fn document(
         })
         .collect();
     format!(
-        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n{head}\n{check}\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a><header class=\"site\"><p class=\"brand\"><a href=\"{root}index.html\">kvwitness</a></p><nav class=\"langs\" aria-label=\"{langword}\">{langs}</nav></header><main id=\"main\" class=\"kvw-main\">{main}</main></body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"{code}\" class=\"kvw-site\">\n<head>\n{head}\n{check}\n<link rel=\"stylesheet\" href=\"{root}style.css\">\n</head>\n<body><a class=\"skip\" href=\"#main\">{skip}</a>{header}<main id=\"main\" class=\"kvw-main\">{main}</main></body>\n</html>\n",
         code = lang.code(),
         head = head_start(&format!("{title} — kvwitness")),
         check = check_head(shows, &digests, root),
-        langword = lang.pick("Language", "Lingua"),
+        header = super::document::site_header(root, lang, &langs),
         skip = lang.pick("Skip to content", "Vai al contenuto"),
     )
 }

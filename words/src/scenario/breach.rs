@@ -41,7 +41,7 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
         } => words(
             lang,
             "decode created a receiver and a metadata buffer",
-            "decode ha creato un receiver e un metadata buffer",
+            "il decode ha creato un receiver e un metadata buffer",
         ),
         Breach::Endpoint {
             worker: Worker::Decode,
@@ -49,7 +49,7 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
         } => words(
             lang,
             "decode created no receiver",
-            "decode non ha creato alcun receiver",
+            "il decode non ha creato alcun receiver",
         ),
         Breach::Endpoint {
             worker: w,
@@ -83,7 +83,7 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
         Breach::Reserved { reservations } => say!(
             lang,
             "decode reserved pages for it ({r})",
-            "decode le ha riservato pagine ({r})",
+            "il decode le ha prenotato pagine ({r})",
             r = count(
                 u64::from(*reservations),
                 lang,
@@ -161,7 +161,7 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
         Breach::Attended { rid } => say!(
             lang,
             "decode produced output for the aborted request {rid}",
-            "decode ha prodotto output per la richiesta interrotta {rid}",
+            "il decode ha prodotto output per la richiesta interrotta {rid}",
             rid = code(rid)
         ),
         Breach::WorkerAnswered {
@@ -219,7 +219,7 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
         } => say!(
             lang,
             "prefill released at {r}, not after its last chunk write landed ({l})",
-            "prefill ha rilasciato all'{r}, non dopo l'arrivo della sua ultima scrittura di chunk ({l})",
+            "il prefill ha rilasciato all'{r}, non dopo l'arrivo della sua ultima scrittura di chunk ({l})",
             r = event(Some(*r), lang),
             l = event(*last_landing, lang)
         ),
@@ -229,7 +229,7 @@ pub fn breach(b: &Breach, lang: Lang) -> Said {
         } => say!(
             lang,
             "prefill never released its pages (last chunk write landed: {l})",
-            "prefill non ha mai rilasciato le sue pagine (ultima scrittura di chunk arrivata: {l})",
+            "il prefill non ha mai rilasciato le sue pagine (ultima scrittura di chunk arrivata: {l})",
             l = event(*last_landing, lang)
         ),
         Breach::StaleWrites { writes } => say!(

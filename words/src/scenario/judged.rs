@@ -101,7 +101,7 @@ pub(crate) fn after_reentry(a: &AfterReentry, lang: Lang) -> Said {
         } => words(
             lang,
             "decode created a new receiver",
-            "decode ha creato un nuovo receiver",
+            "il decode ha creato un nuovo receiver",
         ),
         AfterReentry::Bootstrapped { worker: w } => say!(
             lang,

@@ -154,7 +154,7 @@ pub fn outcome(o: &Outcome, lang: Lang) -> Said {
         } => say!(
             lang,
             "{writer}'s pages were held until its late write drained; {reader} read only its own pages and got {h} with its own text",
-            "le pagine di {writer} sono rimaste riservate finché la sua scrittura tardiva non è arrivata; {reader} ha letto solo le proprie pagine e ha ricevuto {h} con il proprio testo",
+            "le pagine di {writer} sono rimaste trattenute finché la sua scrittura tardiva non è arrivata; {reader} ha letto solo le proprie pagine e ha ricevuto {h} con il proprio testo",
             writer = code(writer),
             reader = code(reader),
             h = http(*status)

@@ -1,0 +1,46 @@
+//! Parts of a replay page drawn once, when the site is built, that the
+//! browser leaves exactly as they arrived.
+//!
+//! The ten-second card and the fix matrix depend on the whole bundle, not on
+//! the receipt on screen, so the browser build never needs their code: the
+//! static renderer provides their HTML as [`Islands`], the browser provides
+//! none, and hydrating an element whose inner HTML came from the server keeps
+//! that HTML untouched. Nothing there moves when the page hydrates.
+
+use leptos::prelude::*;
+
+/// The HTML of each island of a replay page (empty in the browser).
+#[derive(Debug, Clone, Default)]
+pub struct Islands {
+    /// The page's `<h1>`: what happened, or what the fixes on screen changed.
+    pub headline: String,
+    /// Who, when, what happened and what this page is.
+    pub intro: String,
+    /// Which fix gives which answer.
+    pub matrix: String,
+}
+
+/// Which island to draw.
+#[derive(Debug, Clone, Copy)]
+pub enum Which {
+    Headline,
+    Intro,
+    Matrix,
+}
+
+#[component]
+pub fn Island(which: Which) -> impl IntoView {
+    let html = use_context::<Islands>()
+        .map(|i| match which {
+            Which::Headline => i.headline,
+            Which::Intro => i.intro,
+            Which::Matrix => i.matrix,
+        })
+        .unwrap_or_default();
+    let (id, class) = match which {
+        Which::Headline => ("kvw-headline", "headline"),
+        Which::Intro => ("kvw-intro", "intro"),
+        Which::Matrix => ("kvw-matrix", "matrix"),
+    };
+    view! { <div id=id class=class inner_html=html></div> }
+}
