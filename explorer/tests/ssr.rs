@@ -503,6 +503,19 @@ fn every_replay_page_opens_on_the_card_and_a_matrix_read_from_the_receipts() {
             body.matches("Decode reserved ").count(),
             "{stem}: decode pools"
         );
+        // Every step the request reached with pages reserved carries the
+        // coverage ribbon; a run that leaks shows the foreign reads on it.
+        let verdict = {
+            let envelope = fs::read(bundle.join("receipts").join(format!("{stem}.json"))).unwrap();
+            verify_receipt(&envelope, &key).unwrap().predicate.verdict
+        };
+        if verdict.leak && verdict.foreign_pages_read > 0 {
+            assert!(body.contains("<figure class=\"ribbon\">"), "{stem}: ribbon");
+            assert!(
+                body.contains("on another tenant's pages)"),
+                "{stem}: foreign reads on the ribbon"
+            );
+        }
         if body.contains("<div class=\"grid\"") {
             assert!(body.contains("data-slot=\"1\""), "{stem}: page-table order");
         }

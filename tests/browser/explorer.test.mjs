@@ -645,7 +645,7 @@ async function foldReport(page) {
   return page.evaluate(() => {
     const step = [...document.querySelectorAll("section.step")].find((s) => s.offsetParent !== null);
     const rect = (el) => (el ? el.getBoundingClientRect() : null);
-    const picture = step?.querySelector(".state, .pool, .response");
+    const picture = step?.querySelector(".ribbon, .state, .pool, .response");
     const text = step?.querySelector(".facts");
     return {
       step: step?.id,

@@ -18,6 +18,8 @@ pub struct Islands {
     pub intro: String,
     /// Which fix gives which answer.
     pub matrix: String,
+    /// Per step, in step order: the transfer-coverage ribbon.
+    pub ribbons: Vec<String>,
 }
 
 /// Which island to draw.
@@ -26,21 +28,25 @@ pub enum Which {
     Headline,
     Intro,
     Matrix,
+    /// The ribbon of the step at this index.
+    Ribbon(usize),
 }
 
 #[component]
 pub fn Island(which: Which) -> impl IntoView {
     let html = use_context::<Islands>()
-        .map(|i| match which {
-            Which::Headline => i.headline,
-            Which::Intro => i.intro,
-            Which::Matrix => i.matrix,
+        .and_then(|i| match which {
+            Which::Headline => Some(i.headline),
+            Which::Intro => Some(i.intro),
+            Which::Matrix => Some(i.matrix),
+            Which::Ribbon(step) => i.ribbons.get(step).cloned(),
         })
         .unwrap_or_default();
     let (id, class) = match which {
-        Which::Headline => ("kvw-headline", "headline"),
-        Which::Intro => ("kvw-intro", "intro"),
-        Which::Matrix => ("kvw-matrix", "matrix"),
+        Which::Headline => (Some("kvw-headline"), "headline"),
+        Which::Intro => (Some("kvw-intro"), "intro"),
+        Which::Matrix => (Some("kvw-matrix"), "matrix"),
+        Which::Ribbon(_) => (None, "ribbon-slot"),
     };
     view! { <div id=id class=class inner_html=html></div> }
 }

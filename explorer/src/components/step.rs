@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kvw_evidence::{Event, ProbePredicate, Verdict};
 use leptos::prelude::*;
 
+use super::island::{Island, Which};
 use super::pool::PoolView;
 use super::provenance::ProvenanceBadge;
 use super::response::ResponseView;
@@ -114,6 +115,7 @@ pub fn StepView(run: Arc<ProbePredicate>, index: usize, cx: StepContext) -> impl
                     }).collect_view()}
                 </ul>
             </div>
+            <Island which=Which::Ribbon(index)/>
             {state}
             {pages}
             {response}

@@ -422,6 +422,7 @@ pub fn islands(runs: &[Run], current: &str, keyid: &str, root: &str, lang: Lang)
     let headline = headline(run, lang);
     Islands {
         headline: render(&|| view! { <h1>{headline.clone()}</h1> }.into_any()),
+        ribbons: super::ribbon::ribbons(run.predicate, lang),
         intro: render(&|| {
             view! { <Intro scale=scale prompt=prompt pool=pool counterpart=counterpart.clone() keyid=keyid.clone() lang=lang root=root.clone()/> }
                 .into_any()

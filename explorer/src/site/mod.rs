@@ -48,6 +48,7 @@ pub mod layout;
 mod load;
 mod pages;
 mod result_doc;
+mod ribbon;
 mod write;
 
 use std::path::{Path, PathBuf};
