@@ -224,15 +224,29 @@ fn rows(runs: &[Run], current: &Run, lang: Lang) -> Vec<Row> {
             r,
         ));
     }
-    // A combination on screen that is none of the above gets its own row.
-    if !out.iter().any(|r| r.stem.as_deref() == Some(current.stem)) {
-        out.push(row(switch_set(current.predicate).join(" + "), "*", current));
-    }
     out
 }
 
+/// The one row of a combination the matrix does not list.
+fn own_row(run: &Run) -> Row {
+    Row {
+        label: switch_set(run.predicate).join(" + "),
+        switch: "*".to_string(),
+        stem: Some(run.stem.to_string()),
+        answer: Answer::of(run.predicate),
+        note: None,
+    }
+}
+
 #[component]
-fn Matrix(rows: Vec<Row>, current: String, root: String, lang: Lang) -> impl IntoView {
+fn Matrix(
+    rows: Vec<Row>,
+    current: String,
+    root: String,
+    lang: Lang,
+    /// Where the whole matrix is, when this one holds the run on screen only.
+    whole: Option<String>,
+) -> impl IntoView {
     let notes: Vec<String> = rows.iter().filter_map(|r| r.note.clone()).collect();
     view! {
         <section aria-labelledby="matrix-h">
@@ -275,6 +289,9 @@ fn Matrix(rows: Vec<Row>, current: String, root: String, lang: Lang) -> impl Int
                 "◔ decode waits for KV that prefill never sends, until its timeout.",
                 "◔ il decode attende KV che il prefill non invia mai, fino al timeout.",
             )}{notes.into_iter().map(|n| view! { " "<span class="note">{n}</span> }).collect_view()}</p>
+            {whole.map(|href| view! {
+                <p><a href=href id="kvw-whole-matrix">{lang.pick("Every switch alone, and every fix together", "Ogni interruttore da solo, e tutte le correzioni insieme")}<span aria-hidden="true">" →"</span></a></p>
+            })}
         </section>
     }
 }
@@ -307,6 +324,21 @@ fn scale_words(
                 ),
             }
         }
+    }
+}
+
+/// The card of a page the matrix does not list (a combination of
+/// switches): the facts in one sentence, and the way to the whole card.
+#[component]
+fn ShortIntro(href: String, lang: Lang) -> impl IntoView {
+    view! {
+        <p class="intro-short">
+            {lang.pick(
+                "A signed simulation, not a recording, of the leak at Cloudflare Workers AI (GLM-5.3 on SGLang with prefill and decode split, 27 Aug – 9 Sep 2026: 155 responses carried other requests' data). ",
+                "Una simulazione firmata, non una registrazione, della fuga in Cloudflare Workers AI (GLM-5.3 su SGLang con prefill e decode separati, 27 ago – 9 set 2026: 155 risposte contenevano dati di altre richieste). ",
+            )}
+            <a href=href>{lang.pick("What happened, what the badge proves, which fix works", "Cosa è successo, cosa prova il bollino, quale correzione funziona")}<span aria-hidden="true">" →"</span></a>
+        </p>
     }
 }
 
@@ -420,23 +452,43 @@ pub fn islands(runs: &[Run], current: &str, keyid: &str, root: &str, lang: Lang)
     let rows = rows(runs, run, lang);
     let render = |f: &dyn Fn() -> AnyView| Owner::new().with(|| f().to_html());
     let headline = headline(run, lang);
-    Islands {
-        headline: render(&|| view! { <h1>{headline.clone()}</h1> }.into_any()),
-        ribbons: super::ribbon::ribbons(run.predicate, lang),
-        intro: render(&|| {
+    // The whole card and matrix go on the pages the matrix lists; a
+    // combination's page gets the card in one sentence and its own row,
+    // with the way to the whole: the site stays within its size.
+    let baseline = rows
+        .iter()
+        .find(|r| r.switch.is_empty())
+        .and_then(|r| r.stem.clone());
+    let listed = rows
+        .iter()
+        .any(|r| r.stem.as_deref() == Some(current.as_str()));
+    let (rows, whole) = match baseline {
+        Some(base) if !listed => (
+            vec![own_row(run)],
+            Some(format!("{}#kvw-matrix", page_href(&root, lang, &base))),
+        ),
+        _ => (rows, None),
+    };
+    let intro = match whole.clone() {
+        Some(href) => render(&|| view! { <ShortIntro href=href.clone() lang=lang/> }.into_any()),
+        None => render(&|| {
             view! { <Intro scale=scale prompt=prompt pool=pool counterpart=counterpart.clone() keyid=keyid.clone() lang=lang root=root.clone()/> }
                 .into_any()
         }),
-        matrix: if rows.len() > 1 {
-            let rows = std::cell::RefCell::new(Some(rows));
-            render(&|| {
-                let rows = rows.borrow_mut().take().unwrap_or_default();
-                view! { <Matrix rows=rows current=current.clone() root=root.clone() lang=lang/> }
-                    .into_any()
-            })
-        } else {
-            String::new()
-        },
+    };
+    let matrix = {
+        let rows = std::cell::RefCell::new(Some(rows));
+        render(&|| {
+            let rows = rows.borrow_mut().take().unwrap_or_default();
+            view! { <Matrix rows=rows current=current.clone() root=root.clone() lang=lang whole=whole.clone()/> }
+                .into_any()
+        })
+    };
+    Islands {
+        headline: render(&|| view! { <h1>{headline.clone()}</h1> }.into_any()),
+        ribbons: super::ribbon::ribbons(run.predicate, lang),
+        intro,
+        matrix,
     }
 }
 
