@@ -4,7 +4,8 @@
 (() => {
   const root = document.documentElement;
   const go = (delta) => {
-    if (root.classList.contains("kvw-ready")) return false;
+    // Replay pages only (they have the stepper), and only until hydrated.
+    if (root.classList.contains("kvw-ready") || !document.getElementById("kvw-next")) return false;
     const m = /^#step-([1-7])$/.exec(location.hash);
     const n = Math.min(7, Math.max(1, (m ? Number(m[1]) : 1) + delta));
     location.hash = "#step-" + n;
