@@ -115,35 +115,34 @@ impl Answer {
     }
 }
 
-/// Where a switch comes from, and whether the public record puts it on the
-/// GLM-5.3 deployment, in a few words each.
-fn provenance_words(switch: &str, lang: Lang) -> (&'static str, &'static str) {
+/// Whether the public record puts a switch on the GLM-5.3 deployment, in a
+/// few words.
+fn on_glm53(switch: &str, lang: Lang) -> &'static str {
     let silent = lang.pick("record silent", "la fonte tace");
     match switch {
-        "" => ("", lang.pick("what ran", "ciò che girava")),
-        "retire-aborted-prefill-result" => ("v0.5.20", silent),
-        "retire-unadmitted-reject" => ("v0.5.21", lang.pick("no, later", "no, dopo")),
-        "kv-checksum" => ("", lang.pick("no (record)", "no (fonte)")),
-        "page-tags" => (
-            lang.pick("Cloudflare prototype", "prototipo Cloudflare"),
-            lang.pick("no, off", "no, spento"),
-        ),
-        "deferred-release" => ("", silent),
-        "pool-covers-context" => (
-            lang.pick("configuration", "configurazione"),
-            lang.pick("yes, 9 Sep", "sì, 9 set"),
-        ),
-        _ => (lang.pick("ours", "nostra"), "—"),
+        "" => lang.pick("what ran", "ciò che girava"),
+        "retire-aborted-prefill-result" | "deferred-release" => silent,
+        "retire-unadmitted-reject" => lang.pick("no, later", "no, dopo"),
+        "kv-checksum" => lang.pick("no (record)", "no (fonte)"),
+        "page-tags" => lang.pick("no, off", "no, spento"),
+        "pool-covers-context" => lang.pick("yes, 9 Sep", "sì, 9 set"),
+        _ => "—",
     }
 }
 
+/// Where a switch comes from, in a few words: its first pull request and
+/// release ([`crate::switch_info`]), or what it is when it is not upstream.
 #[component]
 fn Source(name: String, lang: Lang) -> impl IntoView {
-    let pr = match info(&name).map(|i| i.origin) {
-        Some(Origin::Upstream { prs, .. }) => prs.first().copied(),
-        _ => None,
+    let (pr, words) = match info(&name).map(|i| i.origin) {
+        Some(Origin::Upstream { prs, version }) => (prs.first().copied(), version.unwrap_or("")),
+        Some(Origin::Prototype) => (
+            None,
+            lang.pick("Cloudflare prototype", "prototipo Cloudflare"),
+        ),
+        Some(Origin::Configuration) => (None, lang.pick("configuration", "configurazione")),
+        Some(Origin::OwnDefense) | None => (None, lang.pick("ours", "nostra")),
     };
-    let (words, _) = provenance_words(&name, lang);
     view! {
         {pr.map(|pr| view! { <a href=pr_url(pr)>{format!("#{pr}")}</a>" " })}
         {words}
@@ -157,7 +156,21 @@ struct Row {
     switch: String,
     stem: Option<String>,
     answer: Answer,
+    /// How many model assumptions the run's receipt rests on.
+    assumptions: usize,
     note: Option<String>,
+}
+
+/// The row of a verified run.
+fn run_row(label: String, switch: &str, run: &Run) -> Row {
+    Row {
+        label,
+        switch: switch.to_string(),
+        stem: Some(run.stem.to_string()),
+        answer: Answer::of(run.predicate),
+        assumptions: run.predicate.assumptions.len(),
+        note: None,
+    }
 }
 
 /// The rows for `current`'s probe and scale: no fix, each switch alone,
@@ -173,16 +186,9 @@ fn rows(runs: &[Run], current: &Run, lang: Lang) -> Vec<Row> {
             on.len() == wanted.len() && wanted.iter().all(|w| on.iter().any(|o| o == w))
         })
     };
-    let row = |label: String, switch: &str, run: &Run| Row {
-        label,
-        switch: switch.to_string(),
-        stem: Some(run.stem.to_string()),
-        answer: Answer::of(run.predicate),
-        note: None,
-    };
     let mut out = Vec::new();
     if let Some(r) = with(&[]) {
-        out.push(row(lang.pick("no fix", "nessuna").to_string(), "", r));
+        out.push(run_row(lang.pick("no fix", "nessuna").to_string(), "", r));
     }
     // The canary modes are left to the switches: one leaks like no fix,
     // the other stops it like the checksum.
@@ -191,7 +197,7 @@ fn rows(runs: &[Run], current: &Run, lang: Lang) -> Vec<Row> {
         .filter(|n| !n.starts_with("poison-on-free"))
     {
         if let Some(r) = with(&[name]) {
-            out.push(row(name.to_string(), name, r));
+            out.push(run_row(name.to_string(), name, r));
         }
         if name == "retire-unadmitted-reject" {
             // Upstream measured this one on 1P1D with decode's own input
@@ -205,6 +211,7 @@ fn rows(runs: &[Run], current: &Run, lang: Lang) -> Vec<Row> {
                 switch: name.to_string(),
                 stem: None,
                 answer: Answer::ErrorAtOnce { status: 400 },
+                assumptions: 0,
                 note: Some(format!(
                     "{} kvw probe --fixes {name} --decode-pool {}",
                     lang.pick(
@@ -218,7 +225,7 @@ fn rows(runs: &[Run], current: &Run, lang: Lang) -> Vec<Row> {
     }
     let every: Vec<&str> = kvw_evidence::Fix::ALL.iter().map(|f| f.name()).collect();
     if let Some(r) = with(&every) {
-        out.push(row(
+        out.push(run_row(
             lang.pick("every fix", "tutte le correzioni").to_string(),
             "*",
             r,
@@ -229,13 +236,7 @@ fn rows(runs: &[Run], current: &Run, lang: Lang) -> Vec<Row> {
 
 /// The one row of a combination the matrix does not list.
 fn own_row(run: &Run) -> Row {
-    Row {
-        label: switch_set(run.predicate).join(" + "),
-        switch: "*".to_string(),
-        stem: Some(run.stem.to_string()),
-        answer: Answer::of(run.predicate),
-        note: None,
-    }
+    run_row(switch_set(run.predicate).join(" + "), "*", run)
 }
 
 #[component]
@@ -273,11 +274,15 @@ fn Matrix(
                         };
                         let every = r.switch == "*";
                         let source = (!r.switch.is_empty() && !every).then(|| view! { <Source name=r.switch.clone() lang=lang/> });
-                        let glm = if every { "" } else { provenance_words(&r.switch, lang).1 };
+                        let glm = if every { "" } else { on_glm53(&r.switch, lang) };
                         view! {
                             <tr data-stem=r.stem.clone() aria-current=here.then_some("page")>
                                 <th scope="row">{label}</th>
-                                <td><span class=format!("answer a-{}", r.answer.slug())>{r.answer.words(lang)}</span></td>
+                                <td><span class=format!("answer a-{}", r.answer.slug())>{r.answer.words(lang)}</span>
+                                    {(r.assumptions > 0).then(|| view! {
+                                        " "<span class="prov-mini prov-model-assumption"><span aria-hidden="true">"?"</span>
+                                        <span class="sr-only">{format!("{} {}", r.assumptions, lang.pick("model assumption(s)", "ipotesi del modello"))}</span></span>
+                                    })}</td>
                                 <td>{source}</td>
                                 <td>{glm}</td>
                             </tr>
@@ -286,8 +291,8 @@ fn Matrix(
                 </tbody>
             </table>
             <p class="hint">{lang.pick(
-                "◔ decode waits for KV that prefill never sends, until its timeout.",
-                "◔ il decode attende KV che il prefill non invia mai, fino al timeout.",
+                "◔ decode waits for KV that prefill never sends, until its timeout. ? the run rests on model assumptions, listed on its page.",
+                "◔ il decode attende KV che il prefill non invia mai, fino al timeout. ? l'esecuzione poggia su ipotesi del modello, elencate nella sua pagina.",
             )}{notes.into_iter().map(|n| view! { " "<span class="note">{n}</span> }).collect_view()}</p>
             {whole.map(|href| view! {
                 <p><a href=href id="kvw-whole-matrix">{lang.pick("Every switch alone, and every fix together", "Ogni interruttore da solo, e tutte le correzioni insieme")}<span aria-hidden="true">" →"</span></a></p>
