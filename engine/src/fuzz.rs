@@ -187,6 +187,25 @@ pub fn run_case(case: &Case, fixes: &[Fix]) -> CaseRun {
 /// probe records its probed request's). Marking a request pictured changes
 /// what is recorded about it, never what happens: the events are the same.
 pub fn run_case_pictured(case: &Case, fixes: &[Fix], pictured: Option<usize>) -> CaseRun {
+    run_case_polling(case, fixes, pictured, Polling::SkipIdle)
+}
+
+/// How prefill's idle polls run: skipped past what cannot change (the
+/// default), or every one of them ([`Sim::skip_idle_polls`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Polling {
+    SkipIdle,
+    EveryPoll,
+}
+
+/// [`run_case_pictured`] with prefill's idle polls run as `polling` says;
+/// the events are the same either way.
+pub fn run_case_polling(
+    case: &Case,
+    fixes: &[Fix],
+    pictured: Option<usize>,
+    polling: Polling,
+) -> CaseRun {
     let backend = Backend::Cpu;
     let base = incident_config(Scale::Walkthrough, fixes, PoisonMode::Off, 7)
         .and_then(|c| with_prefill_pool(c, PREFILL_POOL))
@@ -224,6 +243,7 @@ pub fn run_case_pictured(case: &Case, fixes: &[Fix], pictured: Option<usize>) ->
     let cap = config.prefill_input_cap();
     let mut sim = Sim::new(config, arrivals, &backend);
     sim.resource_events = true;
+    sim.skip_idle_polls = polling == Polling::SkipIdle;
     sim.horizon_us = HORIZON_US;
     for (i, r) in case.requests.iter().enumerate() {
         let room = sim.entries[i].room;
@@ -555,6 +575,24 @@ mod tests {
             !pictured.pictures.is_empty(),
             "the pictured request has pages drawn"
         );
+    }
+
+    #[test]
+    fn skipping_idle_polls_changes_no_event() {
+        let mut stalled = 0;
+        for fixes in [&[][..], &Fix::ALL[..]] {
+            for i in 0..600 {
+                let case = generate(2026, i);
+                let skip = run_case_polling(&case, fixes, None, Polling::SkipIdle);
+                let every = run_case_polling(&case, fixes, None, Polling::EveryPoll);
+                assert_eq!(skip.violation, every.violation, "case {i}");
+                assert_eq!(skip.stalled, every.stalled, "case {i}");
+                assert_eq!(skip.events, every.events, "case {i}");
+                assert_eq!(skip.requests, every.requests, "case {i}");
+                stalled += every.stalled as u32;
+            }
+        }
+        assert!(stalled > 10, "lost-ack stalls among the cases: {stalled}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod decode;
 pub mod extras;
+mod idle;
 pub mod lookahead;
 pub mod null_mode;
 mod prefill;
@@ -207,6 +208,12 @@ pub struct Sim<'b> {
     /// Record [`kvw_evidence::EventKind::Resource`] events (scenario and
     /// fuzz runs; probe v2 receipts predate them).
     pub resource_events: bool,
+    /// Send a prefill poll that changed nothing straight past the polls
+    /// that cannot change anything either (module `idle`); off, it polls
+    /// again one poll period later. Same events either way. Only for a run
+    /// with resource events whose messages are all queued from inside (not
+    /// the live engine or a split pair, which add arrivals as they come).
+    pub skip_idle_polls: bool,
     /// Metadata buffer indices of prefill and decode, indexed by `PoolSide`.
     pub metadata: [SlotPool; 2],
     /// Mamba state slots of prefill.
@@ -233,6 +240,9 @@ pub struct Sim<'b> {
     decode: DecodeWorker,
     queue: queue::EventQueue<Msg>,
     prefill_tick_at: Option<u64>,
+    /// The latest successor an idle prefill poll scheduled since the last
+    /// message that was not one ([`Sim::skip_idle_polls`]).
+    idle_latest: Option<u64>,
     decode_tick_at: Option<u64>,
     /// This process's worker when the pair is split across processes
     /// ([`remote`]); `None` runs both.
@@ -296,6 +306,7 @@ impl<'b> Sim<'b> {
             doors: Doors::SHIPPED,
             horizon_us: cost::HORIZON_US,
             resource_events: false,
+            skip_idle_polls: false,
             metadata: [SlotPool::new(SLOTS), SlotPool::new(SLOTS)],
             mamba: SlotPool::new(SLOTS),
             sessions: Default::default(),
@@ -322,6 +333,7 @@ impl<'b> Sim<'b> {
             deferred: [Vec::new(), Vec::new()],
             queue: queue::EventQueue::new(),
             prefill_tick_at: None,
+            idle_latest: None,
             decode_tick_at: None,
             role: None,
             outbox: Vec::new(),
@@ -534,6 +546,7 @@ impl<'b> Sim<'b> {
     }
 
     fn handle(&mut self, msg: Msg) {
+        let idle_latest = self.idle_latest.take();
         match msg {
             Msg::Arrive(i) => {
                 if !self.session_admit(i) {
@@ -559,9 +572,23 @@ impl<'b> Sim<'b> {
             }
             Msg::PrefillTick => {
                 self.prefill_tick_at = None;
+                let recorded = self.trace.events.len();
+                let quiet = prefill::quiet(self);
                 let next = prefill::tick(self);
-                if let Some(at) = next {
-                    self.wake_prefill(at);
+                let idle = self.skip_idle_polls
+                    && self.resource_events
+                    && quiet
+                    && self.trace.events.len() == recorded;
+                match next {
+                    Some(at) if idle => {
+                        let at = self.idle_poll_successor(at);
+                        self.wake_prefill(at);
+                        let latest = idle_latest.map_or(at, |l| l.max(at));
+                        self.prefill_tick_at = Some(latest);
+                        self.idle_latest = Some(latest);
+                    }
+                    Some(at) => self.wake_prefill(at),
+                    None => {}
                 }
             }
             Msg::DecodeTick => {

@@ -330,8 +330,8 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         .into_iter()
         .partition(|p| sim.channel.handshake_ready(p.req.bootstrap_room));
     // A room whose decode peer never registers fails after the bootstrap
-    // timeout (model assumption: decode's waiting timeout).
-    let bootstrap_timeout = sim.config.waiting_timeout_s * 1_000_000;
+    // timeout.
+    let bootstrap_timeout = bootstrap_timeout_us(sim);
     for mut p in pending {
         if sim.now < p.queued_at + bootstrap_timeout {
             sim.prefill.bootstrap_queue.push(p);
@@ -395,27 +395,35 @@ pub fn tick(sim: &mut Sim) -> Option<u64> {
         let soon = sim.now + sim.costs.prefill_fixed_us;
         next = Some(next.map_or(soon, |n| n.min(soon)));
     }
-    if let Some(deadline) = sim
-        .prefill
-        .bootstrap_queue
-        .iter()
-        .map(|p| p.queued_at + bootstrap_timeout)
-        .min()
-    {
-        next = Some(next.map_or(deadline, |n| n.min(deadline)));
-    }
-    // Prefill's own transfer timeout for rooms that never complete.
-    let timeout_us = inflight_timeout_us(sim);
-    if let Some(deadline) = sim
-        .prefill
-        .inflight_queue
-        .iter()
-        .map(|p| p.sent_at + timeout_us)
-        .min()
-    {
+    if let Some(deadline) = deadline(sim) {
         next = Some(next.map_or(deadline, |n| n.min(deadline)));
     }
     next
+}
+
+/// Whether an iteration now starts with nothing but its queues to look at:
+/// no forward running and no result delivered a second time.
+pub(super) fn quiet(sim: &Sim) -> bool {
+    sim.now >= sim.prefill.busy_until && sim.prefill.late_results.is_empty()
+}
+
+/// The earliest timeout prefill waits for: a bootstrap room whose decode
+/// peer never registers, or a room whose transfer never completes.
+pub(super) fn deadline(sim: &Sim) -> Option<u64> {
+    let bootstrap_timeout = bootstrap_timeout_us(sim);
+    let bootstrap = sim
+        .prefill
+        .bootstrap_queue
+        .iter()
+        .map(|p| p.queued_at + bootstrap_timeout);
+    // Prefill's own transfer timeout for rooms that never complete.
+    let timeout_us = inflight_timeout_us(sim);
+    let inflight = sim
+        .prefill
+        .inflight_queue
+        .iter()
+        .map(|p| p.sent_at + timeout_us);
+    bootstrap.chain(inflight).min()
 }
 
 /// Results delivered a second time (overlap scheduling): a result of a
@@ -682,6 +690,12 @@ fn retire(sim: &mut Sim, mut p: PReq, at: u64) {
     cleanup(sim, &mut p);
     let (status, msg) = answer_of(&p.req);
     sim.prefill_answer(at, p.idx, status, msg);
+}
+
+/// How long the bootstrap queue waits for a room's decode peer to register
+/// (model assumption: decode's waiting timeout).
+fn bootstrap_timeout_us(sim: &Sim) -> u64 {
+    sim.config.waiting_timeout_s * 1_000_000
 }
 
 /// How long prefill's inflight queue waits for a room that never completes

@@ -45,6 +45,17 @@ impl<M> EventQueue<M> {
         self.order.peek().map(|Reverse((at, _, _))| *at)
     }
 
+    /// When the first message that `wanted` accepts is due.
+    pub(super) fn next_at_of(&self, wanted: impl Fn(&M) -> bool) -> Option<u64> {
+        self.order
+            .iter()
+            .filter(|Reverse((_, _, slot))| {
+                self.slots[*slot as usize].as_ref().is_some_and(&wanted)
+            })
+            .map(|Reverse((at, _, _))| *at)
+            .min()
+    }
+
     /// The next message and its time.
     pub(super) fn pop(&mut self) -> Option<(u64, M)> {
         let Reverse((at, _, slot)) = self.order.pop()?;
@@ -66,6 +77,7 @@ mod tests {
         }
         assert_eq!(q.next_at(), Some(1));
         assert_eq!(q.pop(), Some((1, "b")));
+        assert_eq!(q.next_at_of(|m| *m != "d"), Some(5));
         q.push(5, "e");
         q.push(2, "f");
         let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
