@@ -139,6 +139,20 @@ pub fn default_entry(catalog: &[CatalogEntry]) -> Option<&CatalogEntry> {
         .or_else(|| catalog.first())
 }
 
+/// The pair the compare picker opens on: the default run against the run
+/// of its probe and scale whose answer differs from it (status or leak)
+/// with the most switches on, so the first comparison a reader sees shows
+/// what the fixes change.
+pub fn showcase_pair(catalog: &[CatalogEntry]) -> Option<(&CatalogEntry, &CatalogEntry)> {
+    let base = default_entry(catalog)?;
+    catalog
+        .iter()
+        .filter(|e| e.probe == base.probe && e.scale == base.scale)
+        .filter(|e| e.http_status != base.http_status || e.leak != base.leak)
+        .max_by_key(|e| e.switches.len())
+        .map(|e| (base, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +168,23 @@ mod tests {
             leak: true,
             outcome: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_picker_opens_on_a_pair_whose_answers_differ() {
+        let mut all = entry("all", &["kv-checksum", "retire-unadmitted-reject"]);
+        (all.http_status, all.leak) = (400, false);
+        let mut one = entry("one", &["retire-unadmitted-reject"]);
+        (one.http_status, one.leak) = (500, false);
+        // Same answer as the base: never the showcase, however many switches.
+        let same = entry("same", &["a", "b", "c"]);
+        let catalog = vec![entry("base", &[]), one, same, all];
+        let (a, b) = showcase_pair(&catalog).unwrap();
+        assert_eq!((a.stem.as_str(), b.stem.as_str()), ("base", "all"));
+        assert!(
+            showcase_pair(&catalog[..1]).is_none(),
+            "nothing differs from the base"
+        );
     }
 
     #[test]

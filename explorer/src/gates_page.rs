@@ -126,8 +126,14 @@ fn Table(
         lang.pick("Not every gate passes.", "Non tutti i gate sono superati.")
     };
     view! {
-        <section class="gates" id=table.stem.clone() data-fixes=fixes.clone()>
+        // `data-kvw-receipt` names the receipt this part reports: if the
+        // browser's check refuses that file, only this part is hidden.
+        <section class="gates" id=table.stem.clone() data-fixes=fixes.clone() data-kvw-receipt=table.stem.clone()>
             <h2 id=title_id.clone()>{heading}</h2>
+            <p class="when-refused">{lang.pick(
+                "Hidden: the receipt of these results does not verify (see its warning above). The other results on this page verified.",
+                "Nascosto: la ricevuta di questi risultati non supera la verifica (vedi l'avviso in alto). Gli altri risultati della pagina l'hanno superata.",
+            )}</p>
             <p class="gates-summary"><strong>{verdict}</strong>" "{summary}</p>
             // A wide table scrolls inside its own region, which the
             // keyboard can focus and scroll.

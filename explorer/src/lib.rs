@@ -18,6 +18,7 @@
 
 pub mod catalog;
 pub mod components;
+pub mod coverage;
 pub mod diverge;
 pub mod fixed;
 pub mod highlight;

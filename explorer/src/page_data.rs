@@ -173,16 +173,29 @@ pub fn run_label(entry: Option<&CatalogEntry>, stem: &str, lang: Lang) -> String
     let Some(e) = entry else {
         return stem.to_string();
     };
-    let fixes = if e.switches.is_empty() {
-        lang.pick("no fix", "nessuna correzione").to_string()
+    format!("{} · {}", fixes_label(e, lang), scale_label(e.scale, lang))
+}
+
+/// The switches a run has on, in words: `no fix` or `a + b`.
+pub fn fixes_label(e: &CatalogEntry, lang: Lang) -> String {
+    if e.switches.is_empty() {
+        no_fix(lang).to_string()
     } else {
         e.switches.join(" + ")
-    };
-    let scale = match e.scale {
+    }
+}
+
+/// A run with no switch on, in words.
+pub fn no_fix(lang: Lang) -> &'static str {
+    lang.pick("no fix", "nessuna correzione")
+}
+
+/// A run's scale in words.
+pub fn scale_label(scale: Scale, lang: Lang) -> &'static str {
+    match scale {
         Scale::Walkthrough => lang.pick("walkthrough", "dimostrativa"),
         Scale::Incident => lang.pick("incident scale", "scala dell'incidente"),
-    };
-    format!("{fixes} · {scale}")
+    }
 }
 
 /// The page title for receipt `stem`: its fixes, scale and outcome in words,

@@ -240,6 +240,104 @@ fn compare_pages_mark_the_first_divergent_step() {
 }
 
 #[test]
+fn compare_pages_overlay_both_runs_coverage_and_the_picker_opens_on_runs_that_differ() {
+    let SampleSite { bundle, out, .. } = sample_site();
+    let key = PublicKey::load(bundle.join("kvw.pub.json")).unwrap();
+    // What decode attention read, straight from the receipt's typed facts.
+    let read = |stem: &str| {
+        let bytes = fs::read(bundle.join("receipts").join(format!("{stem}.json"))).unwrap();
+        let p = verify_receipt(&bytes, &key).unwrap().predicate;
+        p.steps
+            .iter()
+            .flat_map(|s| &s.facts)
+            .filter_map(|f| match f.claim {
+                kvw_evidence::Claim::Attended {
+                    positions,
+                    foreign_pages,
+                    ..
+                } => Some((positions, foreign_pages * u64::from(p.config.page_size))),
+                _ => None,
+            })
+            .next_back()
+    };
+    let (base, fixed) = (
+        "incident-walkthrough-none",
+        "incident-walkthrough-retire-unadmitted-reject",
+    );
+    let html = fs::read_to_string(out.join(format!("en/compare-{fixed}.html"))).unwrap();
+    let overlay = html
+        .split("id=\"kvw-overlay\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</figure>").next())
+        .expect("the compare page overlays the two runs");
+    let (positions, foreign) = read(base).expect("the leaking run reads");
+    assert!(foreign > 0, "the leaking run reads another tenant's pages");
+    let b = read(fixed).map_or("0".to_string(), |(n, _)| n.to_string());
+    assert!(
+        overlay.contains(&format!(
+            "A {positions} ({} another tenant&#x27;s) · B {b}",
+            foreign.min(positions)
+        )) || overlay.contains(&format!(
+            "A {positions} ({} another tenant's) · B {b}",
+            foreign.min(positions)
+        )),
+        "decode's reads of both runs on one axis: {overlay}"
+    );
+    assert_eq!(
+        overlay.matches("class=\"rb-bar\"").count(),
+        8,
+        "two bars per figure"
+    );
+    assert!(
+        overlay.contains("rb-foreign"),
+        "the foreign reads are hatched"
+    );
+
+    // The picker's own page opens on the run without fixes against one whose
+    // answer differs. A static page's picker lists the two runs it shows,
+    // grouped (the browser lists them all, from catalog.json).
+    let picker = fs::read_to_string(out.join("en/compare.html")).unwrap();
+    assert!(
+        picker.contains("<optgroup label=\"walkthrough · no fix\">"),
+        "grouped"
+    );
+    assert_eq!(
+        picker.matches("<option ").count(),
+        4,
+        "two runs in each select"
+    );
+    let pair = picker
+        .split("id=\"kvw-compare\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</script>").next())
+        .unwrap();
+    assert!(pair.contains(&format!("\"left\":\"{base}\"")), "{pair}");
+    assert!(!pair.contains(&format!("\"right\":\"{base}\"")), "{pair}");
+    // The two runs of the default pair answer differently, by the catalog.
+    let catalog: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("catalog.json")).unwrap()).unwrap();
+    let pair: serde_json::Value = serde_json::from_str(pair.trim_start_matches('>')).unwrap();
+    let answer = |side: &str| {
+        let stem = pair[side].as_str().unwrap();
+        let entries = catalog
+            .as_array()
+            .or_else(|| catalog["entries"].as_array())
+            .unwrap();
+        let e = entries.iter().find(|e| e["stem"] == stem).unwrap();
+        (e["http_status"].clone(), e["leak"].clone())
+    };
+    assert_ne!(
+        answer("left"),
+        answer("right"),
+        "the default pair differs in its answer"
+    );
+    assert!(
+        picker.contains("first divergence"),
+        "and the page marks where"
+    );
+}
+
+#[test]
 fn pages_embed_the_receipt_digest_not_the_receipt_and_share_one_catalog() {
     let SampleSite {
         bundle,

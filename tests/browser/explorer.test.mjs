@@ -590,8 +590,27 @@ test("result pages verify their receipts in the browser, and a tampered one gets
   envelope.payload = Buffer.from(forged === payload ? payload + " " : forged, "utf8").toString("base64");
   writeFileSync(path, JSON.stringify(envelope));
   for (const ext of [".gz", ".br"]) rmSync(path + ext, { force: true });
+  // One of the gates page's two receipts altered: only its half is hidden.
+  const gatesPath = join(copy, "receipts", "gates-fixes-all.json");
+  const gatesEnvelope = JSON.parse(readFileSync(gatesPath, "utf8"));
+  gatesEnvelope.payload = Buffer.from(Buffer.from(gatesEnvelope.payload, "base64").toString("utf8") + " ", "utf8").toString("base64");
+  writeFileSync(gatesPath, JSON.stringify(gatesEnvelope));
+  for (const ext of [".gz", ".br"]) rmSync(gatesPath + ext, { force: true });
   const tampered = await serve(copy);
   try {
+    for (const lang of ["en", "it"]) {
+      const gates = await newPage();
+      await gates.goto(tampered.url + `${lang}/gates.html`);
+      await gates.waitForSelector('[id="kvw-trust-gates-fixes-all"][data-kvw-verdict="bad"]', { timeout: 20_000 });
+      await gates.waitForSelector('[id="kvw-trust-gates-fixes-none"][data-kvw-verdict="ok"]', { timeout: 20_000 });
+      assert.ok(await gates.locator("#gates-fixes-none .gates-table").isVisible(), `${lang}: the verified half stays shown`);
+      assert.equal(await gates.locator("#gates-fixes-all .gates-table").isVisible(), false, `${lang}: the refused half is hidden`);
+      const note = gates.locator("#gates-fixes-all .when-refused");
+      assert.ok(await note.isVisible(), `${lang}: and says why`);
+      assert.equal(await gates.locator("#gates-fixes-none .when-refused").isVisible(), false);
+      console.log(`${lang}/gates.html with gates-fixes-all.json altered: ${(await note.innerText()).slice(0, 100)}`);
+      if (lang === "en") await shot(gates, "tampered-gates-half", false);
+    }
     const page = await newPage();
     await page.goto(tampered.url + `en/${scenario}.html`);
     await page.waitForSelector(`[id="kvw-trust-${scenario}"][data-kvw-verdict="bad"]`, { timeout: 20_000 });
@@ -1024,6 +1043,13 @@ test("the compare picker compares any two receipts, verified in the browser", as
   const page = await newPage();
   await page.goto(base + "en/compare.html");
   await ready(page);
+  // It opens on two runs whose answers differ, both drawn on one axis; the
+  // runs are grouped by scale and how many switches are on.
+  assert.match(await page.textContent("#kvw-divergence"), /first differ at step \d/);
+  assert.equal(await page.locator("#kvw-overlay .rb-bar").count(), 8, "two bars per figure");
+  const groups = await page.locator("#pick-a optgroup").evaluateAll((gs) => gs.map((g) => g.label));
+  assert.ok(groups.includes("walkthrough · no fix") && groups.some((g) => / · one switch$/.test(g)), groups.join(", "));
+  console.log(`picker: ${groups.length} groups; opens on: ${(await page.textContent("#kvw-overlay")).replace(/\s+/g, " ").slice(0, 200)}`);
   await page.selectOption("#pick-a", a.stem);
   await page.selectOption("#pick-b", b.stem);
   await page.click("#kvw-picker button");
@@ -1032,7 +1058,9 @@ test("the compare picker compares any two receipts, verified in the browser", as
   await page.waitForSelector(".trust-list.ok");
   assert.equal((await page.locator(".trust-list li.ok").count()), 2);
   assert.match(await page.textContent("#kvw-divergence"), /first differ at step \d|match at every step/);
-  console.log(`compare ${a.stem} ↔ ${b.stem}: ${await page.textContent("#kvw-divergence")}`);
+  const read = await page.locator("#kvw-overlay .rb-row").last().locator(".rb-n").textContent();
+  assert.match(read, /^A \d+ \(\d+ another tenant's\) · B \d+/, "the leaking run A reads another tenant's pages");
+  console.log(`compare ${a.stem} ↔ ${b.stem}: ${await page.textContent("#kvw-divergence")}; decode read: ${read}`);
   await shot(page, "compare-picker");
 });
 

@@ -14,9 +14,12 @@ use leptos::either::{Either, EitherOf3};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::coverage::{bar_html, coverage, row_html, Coverage};
 use crate::diverge::{first_divergence, same_step};
 use crate::i18n::Lang;
-use crate::page_data::{entry, run_label, CatalogEntry, PageData, Shown};
+use crate::page_data::{
+    entry, fixes_label, no_fix, run_label, scale_label, CatalogEntry, PageData, Shown,
+};
 use crate::pool_runs;
 
 /// Id of the `<script type="application/json">` naming the pair compared.
@@ -41,16 +44,31 @@ pub struct CompareApp {
 }
 
 /// Two selects over the catalog and a button: a plain GET form, read by the
-/// page's script (`?a=STEM&b=STEM`).
+/// page's script (`?a=STEM&b=STEM`). Runs are grouped by probe, scale and
+/// how many switches are on, each named by its switches and outcome.
 #[component]
 fn Picker(catalog: Vec<CatalogEntry>, left: String, right: String, lang: Lang) -> impl IntoView {
-    let select = move |name: &'static str, label: &'static str, chosen: String| {
+    let mut groups: Vec<(String, Vec<&CatalogEntry>)> = Vec::new();
+    for e in &catalog {
+        let name = group_name(e, lang);
+        match groups.iter_mut().find(|(g, _)| *g == name) {
+            Some((_, list)) => list.push(e),
+            None => groups.push((name, vec![e])),
+        }
+    }
+    let select = |name: &'static str, label: &'static str, chosen: &str| {
         let id = format!("pick-{name}");
-        let options = catalog
+        let options = groups
             .iter()
-            .map(|e| {
-                let text = run_label(Some(e), &e.stem, lang);
-                view! { <option value=e.stem.clone() selected=e.stem == chosen>{text}</option> }
+            .map(|(group, list)| {
+                let options = list
+                    .iter()
+                    .map(|e| {
+                        let text = format!("{} — {}", fixes_label(e, lang), e.outcome(lang));
+                        view! { <option value=e.stem.clone() selected=e.stem == chosen>{text}</option> }
+                    })
+                    .collect_view();
+                view! { <optgroup label=group.clone()>{options}</optgroup> }
             })
             .collect_view();
         view! {
@@ -60,11 +78,31 @@ fn Picker(catalog: Vec<CatalogEntry>, left: String, right: String, lang: Lang) -
     };
     view! {
         <form class="picker js-only" method="get" action="compare.html" id="kvw-picker">
-            {select("a", lang.pick("Left run", "Esecuzione a sinistra"), left)}
-            {select("b", lang.pick("Right run", "Esecuzione a destra"), right)}
+            {select("a", lang.pick("Run A", "Esecuzione A"), &left)}
+            {select("b", lang.pick("Run B", "Esecuzione B"), &right)}
             <button type="submit">{lang.pick("Compare", "Confronta")}</button>
         </form>
     }
+}
+
+/// The picker's group of `e`: its probe (when not the incident's), scale
+/// and number of switches on.
+fn group_name(e: &CatalogEntry, lang: Lang) -> String {
+    let scale = scale_label(e.scale, lang);
+    let probe = if e.probe == "incident" {
+        String::new()
+    } else {
+        format!("{} · ", e.probe)
+    };
+    let n = e.switches.len();
+    let on = match (n, lang.spoken()) {
+        (0, _) => no_fix(lang).to_string(),
+        (1, Lang::En) => "one switch".to_string(),
+        (1, Lang::It) => "una correzione".to_string(),
+        (_, Lang::En) => format!("{n} switches"),
+        (_, Lang::It) => format!("{n} correzioni"),
+    };
+    format!("{probe}{scale} · {on}")
 }
 
 /// The trust line of one side.
@@ -183,6 +221,38 @@ fn Cell(step: Option<Step>, label: String, lang: Lang) -> impl IntoView {
     })
 }
 
+/// Both runs' coverage at their last step on one token axis, as HTML: for
+/// each figure, run A's bar above run B's.
+fn overlay_html(a: Coverage, b: Coverage, lang: Lang) -> String {
+    let axis = a.axis().max(b.axis());
+    let number = |tokens: u64, foreign: u64| match foreign {
+        0 => tokens.to_string(),
+        _ => format!(
+            "{tokens} ({foreign} {})",
+            lang.pick("another tenant's", "di altri tenant")
+        ),
+    };
+    let rows: String = a
+        .rows(lang)
+        .into_iter()
+        .zip(b.rows(lang))
+        .map(|((label, at, af, css), (_, bt, bf, _))| {
+            let bars = format!(
+                "<span class=\"rb-pair\">{}{}</span>",
+                bar_html(at, af, axis, css),
+                bar_html(bt, bf, axis, css)
+            );
+            let words = format!("A {} · B {}", number(at, af), number(bt, bf));
+            row_html(label, &bars, &words)
+        })
+        .collect();
+    let caption = lang.pick(
+        "Tokens of the probed prompt at the end of each run: A above, B below; hatched: read from another tenant's pages",
+        "Token del prompt sondato alla fine di ogni esecuzione: A sopra, B sotto; a tratteggio: letti da pagine di altri tenant",
+    );
+    format!("<figcaption>{caption}</figcaption>{rows}")
+}
+
 #[component]
 pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
     let first = first_divergence(&left.predicate, &right.predicate);
@@ -201,6 +271,11 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
             )
             .to_string(),
     };
+    let last = |p: &ProbePredicate| coverage(p).last().copied().unwrap_or_default();
+    let (ca, cb) = (last(&left.predicate), last(&right.predicate));
+    let overlay = (!ca.is_empty() || !cb.is_empty()).then(|| {
+        view! { <figure class="ribbon overlay" id="kvw-overlay" inner_html=overlay_html(ca, cb, lang)></figure> }
+    });
     let rows = (0..7usize)
         .map(|i| {
             let (a, b) = (left.predicate.steps.get(i).cloned(), right.predicate.steps.get(i).cloned());
@@ -234,12 +309,13 @@ pub fn CompareView(left: Side, right: Side, lang: Lang) -> impl IntoView {
     view! {
         <section class="compare" aria-label=lang.pick("Comparison", "Confronto")>
             <p class="callout" id="kvw-divergence">{banner}</p>
+            {overlay}
             <div class="table-scroll">
                 <table>
                     <thead><tr>
                         <th scope="col">{lang.pick("Step", "Passo")}</th>
-                        <th scope="col"><a href=left.href.clone()>{left.label.clone()}</a></th>
-                        <th scope="col"><a href=right.href.clone()>{right.label.clone()}</a></th>
+                        <th scope="col">"A: "<a href=left.href.clone()>{left.label.clone()}</a></th>
+                        <th scope="col">"B: "<a href=right.href.clone()>{right.label.clone()}</a></th>
                     </tr></thead>
                     <tbody>
                         {rows}

@@ -2,7 +2,8 @@
 //! browser leaves exactly as they arrived.
 //!
 //! The ten-second card and the fix matrix depend on the whole bundle, not on
-//! the receipt on screen, so the browser build never needs their code: the
+//! the receipt on screen, and the glossary and the timeline on nothing at
+//! all, so the browser build never needs their code or their words: the
 //! static renderer provides their HTML as [`Islands`], the browser provides
 //! none, and hydrating an element whose inner HTML came from the server keeps
 //! that HTML untouched. Nothing there moves when the page hydrates.
@@ -20,6 +21,8 @@ pub struct Islands {
     pub matrix: String,
     /// Per step, in step order: the transfer-coverage ribbon.
     pub ribbons: Vec<String>,
+    /// The glossary and the disclosed timeline, beside the replay.
+    pub aside: String,
 }
 
 /// Which island to draw.
@@ -30,6 +33,7 @@ pub enum Which {
     Matrix,
     /// The ribbon of the step at this index.
     Ribbon(usize),
+    Aside,
 }
 
 #[component]
@@ -40,6 +44,7 @@ pub fn Island(which: Which) -> impl IntoView {
             Which::Intro => Some(i.intro),
             Which::Matrix => Some(i.matrix),
             Which::Ribbon(step) => i.ribbons.get(step).cloned(),
+            Which::Aside => Some(i.aside),
         })
         .unwrap_or_default();
     let (id, class) = match which {
@@ -47,6 +52,7 @@ pub fn Island(which: Which) -> impl IntoView {
         Which::Intro => (Some("kvw-intro"), "intro"),
         Which::Matrix => (Some("kvw-matrix"), "matrix"),
         Which::Ribbon(_) => (None, "ribbon-slot"),
+        Which::Aside => (None, "aside-slot"),
     };
     view! { <div id=id class=class inner_html=html></div> }
 }

@@ -6,10 +6,8 @@
 
 use leptos::prelude::*;
 
-use super::glossary::Glossary;
 use super::island::{Island, Which};
 use super::replay::Replay;
-use super::timeline::TimelineView;
 use super::trust_banner::TrustBanner;
 use super::ReplayCtx;
 use crate::i18n::Lang;
@@ -81,8 +79,7 @@ pub fn SitePage() -> impl IntoView {
             <Replay/>
         </main>
         <aside class="kvw-aside">
-            <Glossary lang=lang/>
-            <TimelineView lang=lang/>
+            <Island which=Which::Aside/>
         </aside>
         <Footer lang=lang/>
     }

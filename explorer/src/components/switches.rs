@@ -59,9 +59,15 @@ fn SwitchItem(switch: SwitchView, lang: Lang) -> impl IntoView {
         Some(stem) => {
             let href = ctx.data.with_value(|d| d.page_href(&stem));
             let action = if switch.on {
-                lang.pick(": show the run without it", ": mostra l'esecuzione senza")
+                lang.pick(
+                    ": show the run without it",
+                    ": mostra l'esecuzione senza questa correzione",
+                )
             } else {
-                lang.pick(": show the run with it", ": mostra l'esecuzione con")
+                lang.pick(
+                    ": show the run with it",
+                    ": mostra l'esecuzione con questa correzione",
+                )
             };
             Either::Left(view! {
                 <a class=css href=href data-switch=name.clone()

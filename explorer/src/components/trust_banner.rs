@@ -52,7 +52,10 @@ pub fn TrustBanner() -> impl IntoView {
                 <div class="trust bad" id="kvw-trust" role="alert">
                     <p>
                         <span aria-hidden="true">"⚠ "</span>
-                        <strong>{lang.pick("Not verified: ", "Non verificata: ")}</strong><code>{file}</code>" — "{reason}
+                        <strong>{lang.pick("Not verified: ", "Non verificata: ")}</strong><code>{file}</code>" — "
+                        {lang.pick("", "il file non è quello firmato o non si è potuto leggere. Dettaglio tecnico: ")}
+                        // The verifier's own words, which are English.
+                        <span lang="en">{reason}</span>
                     </p>
                     {(!embedded).then(|| view! {
                         <p><a href=format!("{root}index.html") id="kvw-back">{lang.pick("Back to the verified runs", "Torna alle esecuzioni verificate")}</a>

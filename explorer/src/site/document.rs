@@ -158,7 +158,15 @@ pub fn render_compare_page(
         .join(" ");
     let app = CompareApp {
         data: data.clone(),
-        catalog: catalog.to_vec(),
+        // The picker is for readers with scripts, and the browser draws it
+        // again from catalog.json when it mounts the page: the static page
+        // lists only the two runs shown, which keeps each of the many
+        // compare pages small.
+        catalog: catalog
+            .iter()
+            .filter(|e| e.stem == pair.left || e.stem == pair.right)
+            .cloned()
+            .collect(),
         left: sides.0,
         right: sides.1,
         browser_checked: false,

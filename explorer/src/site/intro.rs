@@ -16,8 +16,10 @@ use leptos::either::Either;
 use leptos::prelude::*;
 
 use crate::catalog::{all_switches, switch_set};
+use crate::components::glossary::Glossary;
 use crate::components::island::Islands;
 use crate::components::provenance::describe;
+use crate::components::timeline::TimelineView;
 use crate::i18n::Lang;
 use crate::page_data::page_href;
 use crate::switch_info::{info, pr_url, Origin};
@@ -439,8 +441,13 @@ fn headline(run: &Run, lang: Lang) -> String {
 /// The islands of the replay page of `current` in `lang`, from every
 /// verified probe run of the bundle.
 pub fn islands(runs: &[Run], current: &str, keyid: &str, root: &str, lang: Lang) -> Islands {
+    let aside =
+        Owner::new().with(|| view! { <Glossary lang=lang/><TimelineView lang=lang/> }.to_html());
     let Some(run) = runs.iter().find(|r| r.stem == current) else {
-        return Islands::default();
+        return Islands {
+            aside,
+            ..Islands::default()
+        };
     };
     let scale = run.predicate.config.scale;
     let counterpart = runs
@@ -494,6 +501,7 @@ pub fn islands(runs: &[Run], current: &str, keyid: &str, root: &str, lang: Lang)
         ribbons: super::ribbon::ribbons(run.predicate, lang),
         intro,
         matrix,
+        aside,
     }
 }
 

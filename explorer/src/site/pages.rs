@@ -27,7 +27,7 @@ use super::result_doc::{page, report_page, Shows};
 use super::write::SiteWriter;
 use super::{SiteError, SiteOptions};
 use crate::audit_page::AuditView;
-use crate::catalog::{baseline_for, default_entry, entry_for};
+use crate::catalog::{baseline_for, default_entry, entry_for, showcase_pair};
 use crate::components::compare::ComparePair;
 use crate::fuzz_page::FuzzView;
 use crate::gates_page::{GatesTable, GatesView};
@@ -144,7 +144,10 @@ pub fn render_site(
                 .find(|(l, _)| l.stem == stem)
                 .map(|(_, s)| (*s).clone())
         };
-        let mut picker = false;
+        let showcase = showcase_pair(&catalog).map(|(a, b)| ComparePair {
+            left: a.stem.clone(),
+            right: b.stem.clone(),
+        });
         for entry in &catalog {
             let Some(base) = baseline_for(&catalog, entry).filter(|b| b.stem != entry.stem) else {
                 continue;
@@ -158,14 +161,25 @@ pub fn render_site(
             };
             let data = page_data(lang, &pair.right, Vec::new(), String::new());
             let html = render_compare_page(&data, &catalog, &pair, (left, right), wasm);
-            if !picker {
-                // The picker's own page opens on the first pair.
-                w.put(&format!("{}/{COMPARE_PAGE}", lang.code()), &html)?;
-                pages += 1;
-                picker = true;
-            }
             w.put(&compare_page(lang, &entry.stem), html)?;
             pages += 1;
+        }
+        // The picker's own page opens on the pair that shows what the fixes
+        // change (else on the first pair with a baseline).
+        let first = catalog.iter().find_map(|e| {
+            let base = baseline_for(&catalog, e).filter(|b| b.stem != e.stem)?;
+            Some(ComparePair {
+                left: base.stem.clone(),
+                right: e.stem.clone(),
+            })
+        });
+        if let Some(pair) = showcase.or(first) {
+            if let (Some(left), Some(right)) = (shown(&pair.left), shown(&pair.right)) {
+                let data = page_data(lang, &pair.right, Vec::new(), String::new());
+                let html = render_compare_page(&data, &catalog, &pair, (left, right), wasm);
+                w.put(&format!("{}/{COMPARE_PAGE}", lang.code()), html)?;
+                pages += 1;
+            }
         }
     }
 
