@@ -246,7 +246,14 @@ pub fn verify_files(
     bundle: &BundleFiles,
     opts: &VerifyOptions<'_>,
 ) -> Result<BundleReport, EvidenceError> {
-    verify_files_keeping(bundle, opts).map(|(report, _)| report)
+    verify_files_with(bundle, opts, Keep::Nothing).map(|(report, _)| report)
+}
+
+/// Whether verifying hands back the statements that verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Nothing,
+    Statements,
 }
 
 /// [`verify_files`], also handing back the statement of every receipt that
@@ -255,6 +262,14 @@ pub fn verify_files(
 pub fn verify_files_keeping(
     bundle: &BundleFiles,
     opts: &VerifyOptions<'_>,
+) -> Result<(BundleReport, BTreeMap<String, VerifiedStatement>), EvidenceError> {
+    verify_files_with(bundle, opts, Keep::Statements)
+}
+
+fn verify_files_with(
+    bundle: &BundleFiles,
+    opts: &VerifyOptions<'_>,
+    keep: Keep,
 ) -> Result<(BundleReport, BTreeMap<String, VerifiedStatement>), EvidenceError> {
     let contents = &bundle.files;
 
@@ -398,7 +413,8 @@ pub fn verify_files_keeping(
         .collect();
     let checked: Vec<_> = check_each(&work, |&(path, bytes, entries)| {
         let mut kept = None;
-        let result = check_receipt(path, bytes, &key, entries, opts, &mut kept);
+        let keep = (keep == Keep::Statements).then_some(&mut kept);
+        let result = check_receipt(path, bytes, &key, entries, opts, keep);
         (path, result, kept)
     });
     let mut lines = Vec::new();
@@ -453,10 +469,14 @@ fn check_receipt(
     key: &PublicKey,
     (entry, other): (Option<&IndexEntry>, Option<&OtherEntry>),
     opts: &VerifyOptions<'_>,
-    kept: &mut Option<VerifiedStatement>,
+    kept: Option<&mut Option<VerifiedStatement>>,
 ) -> Result<ReceiptOk, String> {
     let statement = verify_statement(bytes, key).map_err(|e| e.to_string())?;
-    *kept = Some(statement.clone());
+    // A copy only for a caller that keeps it (the site builder): the whole
+    // predicate tree, so `kvw verify` does without.
+    if let Some(kept) = kept {
+        *kept = Some(statement.clone());
+    }
     if statement.predicate_type != PREDICATE_TYPE {
         return check_other(path, statement, (entry, other), opts);
     }
