@@ -110,10 +110,9 @@ pub fn coverage(p: &ProbePredicate) -> Vec<Coverage> {
 }
 
 /// One bar on an axis of `axis` tokens, as HTML: `tokens` filled in `css`,
-/// of which the last `foreign` hatched as another tenant's. Written as a
-/// string (numbers and fixed class names only, nothing to escape): a view
-/// tree per bar would cost the browser build more than the compare page's
-/// overlay is worth.
+/// of which the last `foreign` hatched as another tenant's. A string
+/// (numbers and fixed class names only, nothing to escape), so the ribbon
+/// drawn at build time and the compare page's overlay share one drawing.
 pub fn bar_html(tokens: u64, foreign: u64, axis: u64, css: &str) -> String {
     let share = |n: u64| fixed(n as f64 * 100.0 / axis.max(1) as f64, 2);
     let hatched = if foreign > 0 {

@@ -148,6 +148,7 @@ pub fn render_site(
             left: a.stem.clone(),
             right: b.stem.clone(),
         });
+        let mut first = None;
         for entry in &catalog {
             let Some(base) = baseline_for(&catalog, entry).filter(|b| b.stem != entry.stem) else {
                 continue;
@@ -163,16 +164,10 @@ pub fn render_site(
             let html = render_compare_page(&data, &catalog, &pair, (left, right), wasm);
             w.put(&compare_page(lang, &entry.stem), html)?;
             pages += 1;
+            first.get_or_insert(pair);
         }
         // The picker's own page opens on the pair that shows what the fixes
-        // change (else on the first pair with a baseline).
-        let first = catalog.iter().find_map(|e| {
-            let base = baseline_for(&catalog, e).filter(|b| b.stem != e.stem)?;
-            Some(ComparePair {
-                left: base.stem.clone(),
-                right: e.stem.clone(),
-            })
-        });
+        // change (else on the first pair drawn above).
         if let Some(pair) = showcase.or(first) {
             if let (Some(left), Some(right)) = (shown(&pair.left), shown(&pair.right)) {
                 let data = page_data(lang, &pair.right, Vec::new(), String::new());
