@@ -20,7 +20,6 @@ use anyhow::{anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use kvw_evidence::bundle::{check_target, write_bundle_with_others, VerifyOptions};
 use kvw_evidence::{sign_predicate, verify_bundle, ProbePredicate, Scale};
-use rayon::prelude::*;
 
 use kvw_engine::matrix::{self, MatrixSize, Row, GATE_FIX_SETS};
 use kvw_engine::probe;
@@ -173,16 +172,18 @@ fn read_upstream_runs(
         .collect()
 }
 
-/// Run every row, spread over the cores; results keep the rows' order.
+/// Run every row, spread over the cores (rows that share a warm-up share
+/// one run of it); results keep the rows' order.
 fn run_all(rows: &[Row], bar: &ProgressBar) -> anyhow::Result<Vec<ProbePredicate>> {
-    rows.par_iter()
-        .map(|row| {
-            let result =
-                probe::run(&row.config).map_err(|e| anyhow!("probe {} failed: {}", row.name, e));
-            bar.set_message(row.name.clone());
-            bar.inc(1);
-            result
-        })
+    let configs: Vec<_> = rows.iter().map(|row| row.config.clone()).collect();
+    let done = |i: usize| {
+        bar.set_message(rows[i].name.clone());
+        bar.inc(1);
+    };
+    probe::run_many(&configs, &done)
+        .into_iter()
+        .zip(rows)
+        .map(|(result, row)| result.map_err(|e| anyhow!("probe {} failed: {}", row.name, e)))
         .collect()
 }
 

@@ -10,6 +10,7 @@ use kvw_evidence::{
     ProbeInfo, ProbePredicate, Scale, Verdict,
 };
 use rand::SeedableRng;
+use rayon::prelude::*;
 
 use crate::arrivals;
 use crate::attention;
@@ -17,6 +18,7 @@ use crate::backend::Backend;
 pub use crate::config::{incident_config, with_prefill_pool, ProbeSpec, ValidConfig};
 use crate::narrate;
 use crate::sim::cost::Costs;
+use crate::sim::fork::warm_up_config;
 use crate::sim::Sim;
 
 /// Version of the incident scenario script.
@@ -57,7 +59,92 @@ pub fn run_with_costs(
     assemble(&sim)
 }
 
-fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
+/// Run the incident probe for each of `configs`, spread over the cores, on
+/// the detected backend; results keep the order of `configs`, and `done(i)`
+/// is called as probe `i` finishes. Probes whose configurations differ only
+/// in [`FORKABLE`](crate::sim::fork::FORKABLE) switches run their common warm-up once and continue it
+/// ([`crate::sim::fork`]); each predicate is the one [`run`] gives.
+pub fn run_many(
+    configs: &[ValidConfig],
+    done: &(dyn Fn(usize) + Sync),
+) -> Vec<Result<ProbePredicate, ProbeError>> {
+    let mut groups: Vec<(ProbeConfig, Vec<usize>)> = Vec::new();
+    for (i, config) in configs.iter().enumerate() {
+        let warm = warm_up_config(config);
+        match groups.iter_mut().find(|(w, _)| *w == warm) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((warm, vec![i])),
+        }
+    }
+    let mut results: Vec<(usize, Result<ProbePredicate, ProbeError>)> = groups
+        .into_par_iter()
+        .flat_map_iter(|(warm, members)| {
+            let backend = Backend::detect();
+            let configs: Vec<&ValidConfig> = members.iter().map(|&i| &configs[i]).collect();
+            let results = run_group(&warm, &configs, &backend, &|k| done(members[k]));
+            members.into_iter().zip(results)
+        })
+        .collect();
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Probes that share the warm-up of `warm`: run it once up to the probed
+/// request's arrival, then continue it for each configuration; run each
+/// from the start instead when there is only one or when the warm-up
+/// depended on a switch the configurations turn on.
+fn run_group(
+    warm: &ProbeConfig,
+    configs: &[&ValidConfig],
+    backend: &Backend,
+    done: &dyn Fn(usize),
+) -> Vec<Result<ProbePredicate, ProbeError>> {
+    let from_start = |k: usize, config: &ValidConfig| {
+        let result = run_on(config, backend);
+        done(k);
+        result
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(warm.seed);
+    let arrivals = arrivals::incident(warm, &mut rng);
+    let split = arrivals
+        .iter()
+        .find(|a| a.probed)
+        .and_then(|a| a.at_us.checked_sub(1));
+    let (Some(split), true) = (split, configs.len() > 1) else {
+        return configs
+            .iter()
+            .enumerate()
+            .map(|(k, c)| from_start(k, c))
+            .collect();
+    };
+    let mut warm_up = Sim::new(warm.clone(), arrivals, backend);
+    warm_up.watch_forkable();
+    warm_up.run_until(split);
+    if warm_up.depended_on_watched() {
+        tracing::debug!(
+            "the warm-up depended on a forkable switch; each probe runs from the start"
+        );
+        return configs
+            .iter()
+            .enumerate()
+            .map(|(k, c)| from_start(k, c))
+            .collect();
+    }
+    configs
+        .iter()
+        .enumerate()
+        .map(|(k, config)| {
+            let mut sim = warm_up.fork((***config).clone());
+            sim.run();
+            let result = assemble(&sim);
+            warm_up.join(sim);
+            done(k);
+            result
+        })
+        .collect()
+}
+
+pub(crate) fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {
     let config = &sim.config;
     let probed = sim.probed().ok_or(ProbeError::NoProbedRequest)?;
     let entry = &sim.entries[probed as usize];

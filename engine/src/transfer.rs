@@ -115,7 +115,7 @@ pub struct ChunkSend<'a> {
 }
 
 /// All rooms and all writes in flight.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct TransferChannel {
     rooms: BTreeMap<u64, Room>,
     pending: Vec<PageWrite>,

@@ -44,7 +44,7 @@ struct DReq {
 }
 
 /// State of the decode scheduler.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct DecodeWorker {
     prealloc_queue: Vec<DReq>,
     transfer_queue: Vec<DReq>,
@@ -205,7 +205,9 @@ fn prealloc(sim: &mut Sim) {
             continue;
         }
         let probed = sim.is_probed(d.idx);
-        if !d.has_receiver && policy::entry_door_with(&d.req, sim.fixes, &sim.doors) == Door::Retire
+        if !d.has_receiver
+            && sim.decide(|fixes| policy::entry_door_with(&d.req, fixes, &sim.doors))
+                == Door::Retire
         {
             door(
                 sim,
@@ -329,7 +331,9 @@ fn transfer(sim: &mut Sim) -> Option<u64> {
         );
         let checksum_ok = (sim.fix(Fix::KvChecksum) && poll == KvPoll::Success).then(|| {
             let covered = checksum_pages(sim, &d);
-            let computed = cpu::adler32_pages(sim.layout, sim.decode_pool.kv(), &covered);
+            sim.decode_pool.settle(&covered);
+            let computed =
+                cpu::adler32_pages(sim.layout, sim.decode_pool.kv_of(&covered), &covered);
             let expected = sim.channel.room(room).and_then(|r| r.checksum).unwrap_or(0);
             sim.record(
                 d.idx,
@@ -435,24 +439,41 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
         }
     }
     let q = attention::query(1 + d.req.output_ids.len() as u64);
-    let tags = sim.fix(Fix::PageTags).then(|| TagCheck {
-        page_tags: sim.decode_pool.tags(),
-        expected: me.tag(),
-    });
+    let read = PagedAttention {
+        layout: sim.layout,
+        kv: &[],
+        page_table: &d.table,
+        seq_len,
+        q: &q,
+        num_q_heads: 1,
+        sm_scale: SM_SCALE,
+        tags: None,
+    };
+    // Page tags change nothing where every page read is the reader's own;
+    // where one is not, the read stops there and reads no bytes at all.
+    let foreign_tag = cpu::check_tags(&PagedAttention {
+        tags: Some(tag_check(&sim.decode_pool, me)),
+        ..read
+    })
+    .is_err();
+    let tagged = sim.fix_where(Fix::PageTags, || foreign_tag);
+    let reads = if tagged && foreign_tag {
+        &[][..]
+    } else {
+        &d.table[..used]
+    };
+    sim.decode_pool.settle(reads);
+    let pool = &sim.decode_pool;
+    let attend = PagedAttention {
+        kv: pool.kv_of(reads),
+        tags: tagged.then(|| tag_check(pool, me)),
+        ..read
+    };
     let result = lookahead::attend(
         sim.backend,
         &sim.decode_pool,
         &mut d.lookahead,
-        &PagedAttention {
-            layout: sim.layout,
-            kv: sim.decode_pool.kv(),
-            page_table: &d.table,
-            seq_len,
-            q: &q,
-            num_q_heads: 1,
-            sm_scale: SM_SCALE,
-            tags,
-        },
+        &attend,
         d.req.output_ids.len(),
         d.req.max_new_tokens as usize,
     );
@@ -549,6 +570,14 @@ fn decode_step(sim: &mut Sim, mut d: DReq, end: u64) {
             status_code,
         }) => finish(sim, d, status_code, message, end),
         None => sim.decode.running_batch.push(d),
+    }
+}
+
+/// The owner-tag check of a read by `reader`.
+fn tag_check(pool: &crate::pool::KvPool, reader: crate::pool::WriterId) -> TagCheck<'_> {
+    TagCheck {
+        page_tags: pool.tags(),
+        expected: reader.tag(),
     }
 }
 

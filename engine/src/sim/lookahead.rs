@@ -149,7 +149,7 @@ mod tests {
             let q = attention::query(1 + step as u64);
             let a = PagedAttention {
                 layout,
-                kv: pool.kv(),
+                kv: pool.kv_of(&table),
                 page_table: &table,
                 seq_len: pages * 2 - 1,
                 q: &q,

@@ -10,6 +10,7 @@
 
 mod decode;
 pub mod extras;
+pub mod fork;
 mod idle;
 pub mod lookahead;
 pub mod null_mode;
@@ -190,7 +191,11 @@ pub struct Sim<'b> {
     pub backend: &'b Backend,
     pub now: u64,
     pub config: ProbeConfig,
-    pub fixes: FixSet,
+    /// The switches that are on; read only through [`Sim::fix`] and
+    /// [`Sim::decide`], so that a shared warm-up knows what it consulted.
+    fixes: FixSet,
+    /// Set while this run is a warm-up other runs will continue from.
+    watch: Option<fork::Watch>,
     pub layout: KvLayout,
     pub prefill_pool: KvPool,
     pub decode_pool: KvPool,
@@ -320,6 +325,7 @@ impl<'b> Sim<'b> {
             decode: DecodeWorker::default(),
             config,
             fixes,
+            watch: None,
             layout,
             prefill_pool,
             decode_pool,
@@ -359,8 +365,44 @@ impl<'b> Sim<'b> {
         self.entries[req as usize].arrival.probed
     }
 
+    /// Whether switch `f` is on. Ask only where the answer matters: a
+    /// shared warm-up counts every call for a switch it watches as
+    /// depending on it ([`fork`]).
     pub fn fix(&self, f: Fix) -> bool {
+        if let Some(watch) = &self.watch {
+            watch.consulted(f);
+        }
         self.fixes.has(f)
+    }
+
+    /// Whether switch `f` is on, where it can change something only if
+    /// `matters()`: a shared warm-up counts the call as depending on a
+    /// switch it watches only then.
+    pub fn fix_where(&self, f: Fix, matters: impl FnOnce() -> bool) -> bool {
+        if let Some(watch) = &self.watch {
+            if watch.watches(f) && matters() {
+                watch.consulted(f);
+            }
+        }
+        self.fixes.has(f)
+    }
+
+    /// The switches that are on, for code outside the run that has its own
+    /// copy of them (a live engine reporting its configuration).
+    pub fn fixes(&self) -> FixSet {
+        self.fixes
+    }
+
+    /// A decision that reads the switches: `decide(switches on)`. A shared
+    /// warm-up also takes it with every combination of the switches it
+    /// watches turned on, and counts a different answer as depending on
+    /// them ([`fork`]).
+    pub fn decide<T: PartialEq>(&self, decide: impl Fn(FixSet) -> T) -> T {
+        let answer = decide(self.fixes);
+        if let Some(watch) = &self.watch {
+            watch.compare(self.fixes, &answer, decide);
+        }
+        answer
     }
 
     pub fn poison_mode(&self) -> PoisonMode {
@@ -776,6 +818,7 @@ impl<'b> Sim<'b> {
                 self.stale_writes.push((w.writer.req, w.dst_page));
             }
             // Disjoint fields: copy straight from one pool into the other.
+            self.prefill_pool.settle(&[w.src_page]);
             let bytes = self.prefill_pool.page_bytes(w.src_page);
             self.decode_pool.write_page(w.dst_page, bytes, w.writer);
             if self.probed() == Some(w.writer.req) {

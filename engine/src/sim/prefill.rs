@@ -44,7 +44,7 @@ struct PReq {
 }
 
 /// State of the prefill scheduler.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PrefillWorker {
     cap: u64,
     chunk_size: usize,
@@ -161,7 +161,7 @@ pub fn receive(sim: &mut Sim, i: u32) {
     }
     let cap = sim.prefill.cap;
     sim.check_input(i, &mut req, Worker::Prefill, cap);
-    match policy::entry_door_with(&req, sim.fixes, &sim.doors) {
+    match sim.decide(|fixes| policy::entry_door_with(&req, fixes, &sim.doors)) {
         Door::Retire => {
             door(
                 sim,
@@ -431,9 +431,9 @@ pub(super) fn deadline(sim: &Sim) -> Option<u64> {
 /// processed again like any result.
 fn late_results(sim: &mut Sim) {
     for p in std::mem::take(&mut sim.prefill.late_results) {
-        let ignore = sim.fix(Fix::RetireAbortedPrefillResult)
+        let ignore = sim.prefill.retired.contains(&p.idx)
             && sim.doors.ignore_retired_result
-            && sim.prefill.retired.contains(&p.idx);
+            && sim.fix(Fix::RetireAbortedPrefillResult);
         if !ignore {
             process_result(sim, p, sim.now);
         }
@@ -500,7 +500,8 @@ fn admit(sim: &mut Sim) -> Vec<(PReq, usize)> {
             // (upstream's `allocated=False` + Mamba test shape). Without the
             // fix the result path would send, so it keeps waiting for KV.
             if p.req.to_finish.is_some()
-                && policy::prefill_result_action(&p.req, false, sim.fixes) == ResultAction::Retire
+                && sim.decide(|fixes| policy::prefill_result_action(&p.req, false, fixes))
+                    == ResultAction::Retire
             {
                 process_result(sim, p, sim.now);
                 continue;
@@ -578,7 +579,7 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
     }
     let room = p.req.bootstrap_room;
     let writer = sim.writer(p.idx, p.req.generation);
-    match policy::prefill_result_action(&p.req, last, sim.fixes) {
+    match sim.decide(|fixes| policy::prefill_result_action(&p.req, last, fixes)) {
         ResultAction::SendChunk => {
             let full = p.done / ps;
             let src = p.pages[p.sent_pages..full].to_vec();
@@ -604,9 +605,10 @@ fn process_result(sim: &mut Sim, mut p: PReq, at: u64) {
         }
         ResultAction::SendLastChunk => {
             let src = p.pages[p.sent_pages..].to_vec();
-            let checksum = sim
-                .fix(Fix::KvChecksum)
-                .then(|| cpu::adler32_pages(sim.layout, sim.prefill_pool.kv(), &p.pages));
+            let checksum = sim.fix(Fix::KvChecksum).then(|| {
+                sim.prefill_pool.settle(&p.pages);
+                cpu::adler32_pages(sim.layout, sim.prefill_pool.kv_of(&p.pages), &p.pages)
+            });
             let sent = sim.send_chunk(ChunkSend {
                 room,
                 first: p.sent_pages,
@@ -733,8 +735,8 @@ fn poll_inflight(sim: &mut Sim) {
         // Model assumption (#33507): with #36988's switch on, an abort
         // recorded mid-transfer is applied rather than overwritten with
         // FINISH_LENGTH; the record does not name the closing change.
-        if sim.fix(Fix::RetireAbortedPrefillResult)
-            && matches!(p.req.to_finish, Some(FinishReason::Abort { .. }))
+        if matches!(p.req.to_finish, Some(FinishReason::Abort { .. }))
+            && sim.fix(Fix::RetireAbortedPrefillResult)
         {
             p.req.update_finish_state();
         }

@@ -69,15 +69,11 @@ impl Sim<'_> {
         };
         // Only decode's deferral has the release timeout (PR #35049 is the
         // decode-side release).
-        let rule = match side {
-            PoolSide::Decode => policy::deferred_release_rule(
-                inflight,
-                acked,
-                self.now.saturating_sub(since_us),
-                self.fixes,
-            ),
-            PoolSide::Prefill => policy::release_rule(inflight, acked, self.fixes),
-        };
+        let waited = self.now.saturating_sub(since_us);
+        let rule = self.decide(|fixes| match side {
+            PoolSide::Decode => policy::deferred_release_rule(inflight, acked, waited, fixes),
+            PoolSide::Prefill => policy::release_rule(inflight, acked, fixes),
+        });
         if rule == Release::Defer {
             if side == PoolSide::Decode {
                 // Retry at the timeout, whatever else wakes decode first.

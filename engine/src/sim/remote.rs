@@ -155,6 +155,7 @@ impl Sim<'_> {
     /// Writes that landed, shipped to the decode process instead of copied.
     pub(super) fn ship(&mut self, landed: &[crate::transfer::PageWrite]) {
         for w in landed {
+            self.prefill_pool.settle(&[w.src_page]);
             self.outbox.push(Wire::Page {
                 room: w.room,
                 dst_page: w.dst_page,
