@@ -31,7 +31,7 @@ stages=(
   "fmt|cargo fmt --check|cargo fmt --all -- --check"
   "clippy|cargo clippy -D warnings, native, CUDA feature and wasm32 builds|lint"
   "rust|every Rust test suite except the attack set (unit, integration, doc, the incident example, testkit, explorer SSR, wasm export)|rust_tests"
-  "attacks|the attack set: hostile bundles, requests, servers and arguments against the kvw binary|cargo test -p kvw --test attacks -- --nocapture --test-threads 2"
+  "attacks|the attack set: hostile bundles, requests, servers and arguments against the kvw binary|cargo test --workspace --test attacks -- --nocapture --test-threads 2"
   "build|release build of kvw (the binary the stages below run)|cargo build --release --bin kvw"
   "published-bundle|kvw verify --reproduce on the published bundle|with_kvw $kvw verify $bundle --reproduce"
   "interop|receipts through sha256sum, Python securesystemslib and the wasm32 verifier under Node|./scripts/ci/evidence-interop.sh $bundle"

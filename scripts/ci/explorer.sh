@@ -9,12 +9,13 @@
 # another. Installs what is missing: the wasm32 target,
 # wasm-bindgen-cli 0.2.130, binaryen (npm, into the cache), Chromium (apt),
 # and the test's npm packages (playwright-core, axe-core). Cache: ${KVW_CACHE:-$HOME/.cache/kvwitness}.
-# The browser tests also build a second, small site from the
-# `results_bundle` example (sample probes, a model check's counterexample, a
-# shrunk randomized run) to reach the page kinds the published bundle lacks.
+# A second, small site is built from the `results_bundle` example (sample
+# probes, a model check's counterexample, a shrunk randomized run) to reach
+# the page kinds the published bundle lacks.
 # The explorer's Rust tests (unit and static rendering) run with the other
 # Rust suites (`scripts/test.sh rust`), not here.
-# Outputs: site in ${KVW_SITE_OUT:-target/explorer-site}, screenshots in
+# Outputs: site in ${KVW_SITE_OUT:-target/explorer-site} (the results site
+# beside it, ${KVW_RESULTS_OUT:-target/explorer-site-results}), screenshots in
 # ${KVW_SHOTS_DIR:-target/explorer-screenshots}.
 set -euo pipefail
 
@@ -50,7 +51,19 @@ export KVW_BIN
 rm -rf "$SITE_OUT"
 "$KVW_BIN" site build --bundle "$BUNDLE" --out "$SITE_OUT" --wasm "$ROOT/site/pkg"
 
+step "site from the results_bundle example"
+# Built as the workspace's tests build it (`cargo test --workspace` in the
+# rust stage), so that stage's build serves here: `cargo run -p kvw-explorer`
+# would resolve the crates' features for that package alone and build the
+# whole tree a second time.
+RESULTS=$(realpath -m "${KVW_RESULTS_OUT:-${SITE_OUT}-results}")
+rm -rf "$RESULTS"
+mkdir -p "$RESULTS"
+cargo build -q --workspace --example results_bundle
+"${CARGO_TARGET_DIR:-$ROOT/target}/debug/examples/results_bundle" "$RESULTS/bundle"
+"$KVW_BIN" site build --bundle "$RESULTS/bundle" --out "$RESULTS/site"
+
 step "browser tests"
 (cd tests/browser && npm ci --no-audit --no-fund)
-(cd tests/browser && KVW_SITE_DIR="$SITE_OUT" node --test --test-concurrency=1)
+(cd tests/browser && KVW_SITE_DIR="$SITE_OUT" KVW_RESULTS_SITE_DIR="$RESULTS/site" node --test --test-concurrency=1)
 echo "screenshots in $KVW_SHOTS_DIR"

@@ -1,13 +1,14 @@
 //! One warm-up, several continuations.
 //!
 //! The rows of the fix matrix at one scale share their seed, and so their
-//! arrivals: every request before the probed one is an ordinary request
-//! that no door rejects and nobody aborts. Several switches act only on a
-//! request like the probed one (#36988 on an aborted result, #38935 on a
-//! rejected request that holds nothing, page tags on a read of another
-//! request's page), so rows that differ only in those switches run the
-//! same warm-up, event for event and byte for byte. A fork runs that
-//! warm-up once, with those switches off, and continues it once per row.
+//! arrivals; in the incident's script every request before the probed one
+//! is an ordinary request that no door rejects and nobody aborts. Several
+//! switches act only on a request like the probed one (#36988 on an
+//! aborted result, #38935 on a rejected request that holds nothing, page
+//! tags on a read of another request's page), so rows that differ only in
+//! those switches run the same warm-up, event for event and byte for byte.
+//! [`crate::probe::run_many`] runs that warm-up once, with those switches
+//! off, up to the probed request's arrival, and continues it once per row.
 //!
 //! That the warm-up did not depend on them is checked, not assumed: while
 //! it runs, the simulator [watches](Watch) the switches, and every
