@@ -134,6 +134,32 @@ else
   done
 fi
 
+# The SGLang venvs of `upstream` and vLLM's of `vllm` take minutes to
+# install on a fresh machine, mostly downloading. When those stages are
+# selected the installs start in the background at once, while the stages
+# before them compile, and each of the two stages first waits for them; it
+# then runs its own set-up as always, which finds a ready venv and skips it
+# (or, should the background install have failed, installs and reports).
+prefetch_pid=""
+prefetch_log="$KVW_CACHE/prefetch.log"
+selected_names=" $(for s in "${selected[@]}"; do printf '%s ' "$(stage_field "$s" 0)"; done)"
+if [[ $selected_names == *" upstream "* || $selected_names == *" vllm "* ]]; then
+  mkdir -p "$KVW_CACHE"
+  (
+    [[ $selected_names == *" upstream "* ]] && bash upstream/setup.sh
+    [[ $selected_names == *" vllm "* ]] && ./scripts/ci/vllm-setup.sh
+  ) >"$prefetch_log" 2>&1 </dev/null &
+  prefetch_pid=$!
+  echo "venv installs for upstream/vllm started in the background (log $prefetch_log)"
+fi
+wait_prefetch() {
+  if [[ -n $prefetch_pid ]]; then
+    echo "waiting for the background venv installs (log $prefetch_log)"
+    wait "$prefetch_pid" || echo "background venv installs ended with an error; the stage sets up itself"
+    prefetch_pid=""
+  fi
+}
+
 passed=0
 failed=0
 failures=()
@@ -142,6 +168,7 @@ for s in "${selected[@]}"; do
   cmd="$(stage_field "$s" 2)"
   echo
   echo "=== $name: $(stage_field "$s" 1)"
+  if [[ $name == upstream || $name == vllm ]]; then wait_prefetch; fi
   t0=$SECONDS
   # shellcheck disable=SC2086
   if eval $cmd; then
@@ -154,6 +181,7 @@ for s in "${selected[@]}"; do
   fi
 done
 
+wait_prefetch
 echo
 if ((failed > 0)); then
   echo "failed stages: ${failures[*]}"
