@@ -753,13 +753,16 @@ test("hydration does not shift the layout on an emulated slow 4G link and a 4× 
 
 /**
  * A real HTTP server in front of `kvw serve` that holds every page back at
- * `marker` for `stallMs`: the browser paints what it has parsed so far, and
- * whatever the rest of the page then moves counts as layout shift. It asks
- * `kvw serve` for uncompressed bytes so the split falls on the HTML itself,
- * and passes the status and headers (the CSP among them) through.
+ * `marker` until `release()` is called (or `maxMs` has passed, so a broken
+ * test cannot hang the suite): the browser paints what it has parsed so far,
+ * and whatever the rest of the page then moves counts as layout shift. It
+ * asks `kvw serve` for uncompressed bytes so the split falls on the HTML
+ * itself, and passes the status and headers (the CSP among them) through.
  */
-function stallingProxy(upstream, marker, stallMs) {
+function stallingProxy(upstream, marker, maxMs) {
   const held = [];
+  const pending = [];
+  const release = () => { while (pending.length) pending.shift()(); };
   const server = createServer((req, res) => {
     const url = new URL(req.url, upstream);
     httpGet(url, { headers: { "accept-encoding": "identity" } }, (up) => {
@@ -772,21 +775,25 @@ function stallingProxy(upstream, marker, stallMs) {
         if (cut < 0) return res.end(body);
         held.push(url.pathname);
         res.write(body.subarray(0, cut));
-        setTimeout(() => res.end(body.subarray(cut)), stallMs);
+        let sent = false;
+        const rest = () => { if (!sent) { sent = true; res.end(body.subarray(cut)); } };
+        pending.push(rest);
+        setTimeout(rest, maxMs);
       });
     }).on("error", (e) => { res.writeHead(502); res.end(String(e)); });
   });
   return new Promise((ok) => server.listen(0, "127.0.0.1", () =>
-    ok({ server, held, url: `http://127.0.0.1:${server.address().port}/` })));
+    ok({ server, held, release, url: `http://127.0.0.1:${server.address().port}/` })));
 }
 
 test("a page painted before its side column arrives does not move when the column lands", async () => {
   // The side column (verdict, switches) is the last thing a replay page
-  // sends; a slow link paints the step before it. Chrome paints a page that
-  // stalls for this long, so the check does not depend on timing luck.
+  // sends; a slow link paints the step before it. The rest of the page is
+  // held until the step has been seen, so the check does not depend on how
+  // fast a loaded machine parses (a fixed 1.5 s stall once ended first).
   const marker = '<div class="replay-side">';
   assert.ok(readFileSync(join(site, "index.html"), "utf8").includes(marker), "the replay page has a side column");
-  const proxy = await stallingProxy(base, marker, 1500);
+  const proxy = await stallingProxy(base, marker, 60_000);
   try {
     for (const [w, h] of [[1280, 900], [390, 844]]) {
       const page = await newPage({ viewport: { width: w, height: h } });
@@ -795,6 +802,9 @@ test("a page painted before its side column arrives does not move when the colum
       // The first part is on screen while the rest is held back.
       await page.waitForSelector("section.step", { timeout: 10_000 });
       const early = await page.evaluate(() => Boolean(document.querySelector(".replay-side")));
+      // Let the painted part settle, then send the rest.
+      await page.waitForTimeout(300);
+      proxy.release();
       await page.waitForSelector('html[data-kvw-ready="1"]', { timeout: 30_000 });
       await page.waitForTimeout(300);
       const cls = await page.evaluate(() => window.__cls);
