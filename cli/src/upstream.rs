@@ -23,6 +23,7 @@ use kvw_evidence::upstream_run::{
     UPSTREAM_RUN_PREDICATE_TYPE,
 };
 use kvw_evidence::VerifiedStatement;
+use rayon::prelude::*;
 use serde_json::Value;
 
 /// A probe run may not take longer than this (importing sglang on a busy
@@ -497,13 +498,18 @@ fn run_all(args: RunArgs) -> Result<()> {
     }
     let digest = probe_sha256(&dir.join("probes"))?;
     run_setup(&dir, &args.sglang)?;
-    let mut runs = Vec::new();
-    for r in &args.sglang {
-        let v = venv(r)?;
-        eprintln!("upstream: probing SGLang {r} ({} cases)", cases.len());
-        let probe = run_probe(r, &v, &script, &cases)?;
-        runs.push(compare_release(r, &v, &probe, &cases, &digest)?);
-    }
+    // One probe process per release, as many at once as there are cores:
+    // each is one Python thread, most of it importing torch.
+    let runs = args
+        .sglang
+        .par_iter()
+        .map(|r| {
+            let v = venv(r)?;
+            eprintln!("upstream: probing SGLang {r} ({} cases)", cases.len());
+            let probe = run_probe(r, &v, &script, &cases)?;
+            compare_release(r, &v, &probe, &cases, &digest)
+        })
+        .collect::<Result<Vec<_>>>()?;
     print_table(&args.sglang, &cases, &runs)?;
     if let Some(out) = &args.out {
         write_receipts(out, args.key.as_deref(), &runs)?;
@@ -534,25 +540,47 @@ fn run_all(args: RunArgs) -> Result<()> {
 /// the process: a bundle carries several cases per release, and one probe
 /// process per release runs them all (starting torch is most of a run).
 type ReleaseRerun = Result<Vec<UpstreamRunPredicate>, String>;
-static RERUNS: std::sync::LazyLock<std::sync::Mutex<BTreeMap<String, ReleaseRerun>>> =
+type Once = std::sync::Arc<std::sync::OnceLock<ReleaseRerun>>;
+static RERUNS: std::sync::LazyLock<std::sync::Mutex<BTreeMap<String, Once>>> =
     std::sync::LazyLock::new(Default::default);
 
-/// Every case of `release` re-run in its venv, once per process.
+/// Every case of `release` re-run in its venv, once per process; receipts
+/// of one release wait for its run, those of another run theirs meanwhile.
 fn rerun_release(release: &str, v: &Venv) -> ReleaseRerun {
-    let mut done = RERUNS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(r) = done.get(release) {
-        return r.clone();
-    }
-    let cases: Vec<String> = upstream_twin::CASES.iter().map(|c| c.to_string()).collect();
-    let dir = upstream_dir();
-    let result = probe_sha256(&dir.join("probes"))
-        .and_then(|digest| {
-            let probe = run_probe(release, v, &dir.join("probes/kvw_probe.py"), &cases)?;
-            compare_release(release, v, &probe, &cases, &digest)
-        })
-        .map_err(|e| e.to_string());
-    done.insert(release.to_string(), result.clone());
-    result
+    let once = RERUNS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(release.to_string())
+        .or_default()
+        .clone();
+    once.get_or_init(|| {
+        let cases: Vec<String> = upstream_twin::CASES.iter().map(|c| c.to_string()).collect();
+        let dir = upstream_dir();
+        probe_sha256(&dir.join("probes"))
+            .and_then(|digest| {
+                let probe = run_probe(release, v, &dir.join("probes/kvw_probe.py"), &cases)?;
+                compare_release(release, v, &probe, &cases, &digest)
+            })
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+}
+
+/// Re-run, as many at once as there are cores, every release whose
+/// upstream-run receipts are among `statements` and whose venv is set up
+/// here, so that [`reproduce`] finds each release's run done rather than
+/// waiting for them one after another.
+pub fn rerun_releases_of<'a>(statements: impl Iterator<Item = &'a VerifiedStatement>) {
+    let releases: BTreeSet<String> = statements
+        .filter(|s| s.predicate_type == UPSTREAM_RUN_PREDICATE_TYPE)
+        .filter_map(|s| s.parse::<UpstreamRunPredicate>().ok())
+        .map(|p| p.release)
+        .collect();
+    releases.par_iter().for_each(|r| {
+        if let Ok(v) = venv(r) {
+            let _ = rerun_release(r, &v);
+        }
+    });
 }
 
 /// `kvw verify --reproduce` for an upstream-run receipt: re-run its probe in

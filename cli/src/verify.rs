@@ -17,15 +17,13 @@ use anyhow::{anyhow, bail};
 use crate::budget::ReproduceBudget;
 use crate::out::clean;
 use kvw_evidence::bundle::{
-    check_reproduction, BundleReport, IndexEntry, ReceiptFacts, ReceiptLine, ReceiptOk,
-    RECEIPTS_DIR,
+    check_reproduction, read_bundle, verify_files, verify_files_keeping, BundleReport, IndexEntry,
+    ReceiptFacts, ReceiptLine, ReceiptOk, RECEIPTS_DIR,
 };
 use kvw_evidence::kinds;
 use kvw_evidence::receipt::{check_receipt_name, verify_statement_file};
 use kvw_evidence::signing::PUBLIC_KEY_FILE;
-use kvw_evidence::{
-    verify_bundle, ProbeConfig, ProbePredicate, PublicKey, VerifyOptions, PREDICATE_TYPE,
-};
+use kvw_evidence::{ProbeConfig, ProbePredicate, PublicKey, VerifyOptions, PREDICATE_TYPE};
 use kvw_evidence::{VerifiedReceipt, VerifiedStatement};
 
 /// Verify a bundle folder or a single receipt.
@@ -94,6 +92,18 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
 
 fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Result<()> {
     let budget = args.budget;
+    let files = read_bundle(&args.path).map_err(|e| anyhow!("{e}"))?;
+    if args.reproduce {
+        // The receipts that verify name the SGLang releases to re-run;
+        // those start first, side by side (they are most of a re-run).
+        let first = VerifyOptions {
+            trusted_key: trusted.clone(),
+            reproduce: None,
+            reproduce_other: None,
+        };
+        let (_, statements) = verify_files_keeping(&files, &first).map_err(|e| anyhow!("{e}"))?;
+        crate::upstream::rerun_releases_of(statements.values());
+    }
     let probe = move |c: &ProbeConfig| rerun(c, &budget);
     let other = move |s: &VerifiedStatement| crate::verify_results::reproduce(s, &budget);
     let options = VerifyOptions {
@@ -101,7 +111,7 @@ fn verify_folder(args: &VerifyArgs, trusted: Option<PublicKey>) -> anyhow::Resul
         reproduce: if args.reproduce { Some(&probe) } else { None },
         reproduce_other: if args.reproduce { Some(&other) } else { None },
     };
-    let report = verify_bundle(&args.path, &options).map_err(|e| anyhow!("{e}"))?;
+    let report = verify_files(&files, &options).map_err(|e| anyhow!("{e}"))?;
     print_report(&report)?;
     if report.ok() {
         Ok(())
