@@ -1030,17 +1030,20 @@ test("Italian pages of every kind carry no English sentence of their English twi
 test("every Italian scenario page carries no English sentence of its English twin", async () => {
   const files = readdirSync(join(site, "en")).filter((f) => f.startsWith("scenario-") && f.endsWith(".html")).sort();
   assert.ok(files.length >= 2, "the site has scenario pages");
+  // The two languages' pages load side by side (a core each).
   const en = await newPage();
   const it = await newPage();
   let lines = 0;
   const left = [];
   for (const file of files) {
-    await en.goto(base + "en/" + file);
-    const english = await proseChunks(en);
+    const [english, italian] = await Promise.all([
+      en.goto(base + "en/" + file).then(() => proseChunks(en)),
+      it.goto(base + "it/" + file).then(async () => {
+        assert.equal(await it.getAttribute("html", "lang"), "it");
+        return new Set(await proseChunks(it));
+      }),
+    ]);
     lines += english.length;
-    await it.goto(base + "it/" + file);
-    assert.equal(await it.getAttribute("html", "lang"), "it");
-    const italian = new Set(await proseChunks(it));
     for (const t of english) if (italian.has(t)) left.push(`${file}: ${t}`);
   }
   console.log(`${files.length} Italian scenario pages: ${lines} English prose lines, ${left.length} left on the Italian pages${left.length ? "\n  " + left.slice(0, 12).join("\n  ") : ""}`);
