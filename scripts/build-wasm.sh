@@ -13,10 +13,11 @@
 # The two languages' builds differ only in features of the same crate, so
 # cargo rebuilds the crate (about 40 s with LTO) for each, every time. A
 # build is therefore kept in ${KVW_CACHE}/wasm-pkg under the digest of its
-# inputs (the sources of the crates it compiles, tracked or not, the lock
-# file and workspace manifest, this script, rustc, wasm-bindgen and
-# binaryen versions) and copied from there when they are the same, which
-# the script says; KVW_WASM_FRESH=1 builds anyway.
+# inputs (the files of the crates it compiles and of site/, which they
+# include, tracked or not; the lock file and workspace manifest; this
+# script; rustc, wasm-bindgen and binaryen versions) and copied from there
+# when they are the same, which the script says; KVW_WASM_FRESH=1 builds
+# anyway.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -82,7 +83,7 @@ build() {
 inputs_digest() {
     local files
     files=$(cd "$ROOT" && git ls-files --cached --others --exclude-standard -- \
-        Cargo.toml Cargo.lock explorer words evidence scripts/build-wasm.sh 2>/dev/null) || return 0
+        Cargo.toml Cargo.lock explorer words evidence site scripts/build-wasm.sh 2>/dev/null) || return 0
     [ -n "$files" ] || return 0
     {
         (cd "$ROOT" && printf '%s\n' "$files" | sort -u | while read -r f; do

@@ -17,7 +17,8 @@
 # bundle when the kvw build and the signing key are the same as last time
 # and dist/bundle still verifies, the browser build when the explorer's
 # sources are unchanged, the site when both are. `--fresh` redoes it all.
-# Each step's inputs are recorded as a digest in dist/*.stamp.
+# The bundle's and the site's inputs are recorded as a digest in
+# dist/*.stamp; scripts/build-wasm.sh keeps the browser build's.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -82,18 +83,13 @@ else
   bundle_inputs="$(cat dist/bundle.stamp)"
 fi
 
-# The browser build depends on the explorer's crates and the lock file.
-mapfile -t wasm_sources < <(git ls-files Cargo.lock explorer words evidence | grep -E '\.(rs|toml|lock)$' | sort)
-wasm_inputs="$(digest_of "${wasm_sources[@]}")"
+# The browser build: scripts/build-wasm.sh copies its last build when the
+# inputs are the same, and says so.
 echo
-if up_to_date pkg "$wasm_inputs" && [[ -f dist/pkg/kvw_explorer_bg.wasm ]]; then
-  echo "== the explorer: the browser build in dist/pkg is up to date (same sources); reused"
-else
-  echo "== the explorer"
-  rm -f dist/pkg.stamp
-  ./scripts/build-wasm.sh dist/pkg
-  echo "$wasm_inputs" >dist/pkg.stamp
-fi
+echo "== the explorer"
+KVW_WASM_FRESH=$fresh ./scripts/build-wasm.sh dist/pkg
+mapfile -t wasm_outputs < <(find dist/pkg -type f | sort)
+wasm_inputs="$(digest_of "${wasm_outputs[@]}")"
 site_inputs="$(echo "$bundle_inputs $wasm_inputs $(git ls-files site | sort | xargs sha256sum | sha256sum)" | sha256sum | cut -c1-64)"
 if up_to_date site "$site_inputs" && [[ -f dist/site/index.html ]]; then
   echo "== the site in dist/site is up to date (same bundle, browser build and site sources); reused"
