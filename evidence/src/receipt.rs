@@ -146,7 +146,7 @@ impl SignedJson<'_> {
     /// The predicate's trace digest (see [`trace_sha256`]) over what was signed.
     fn trace_digest(&self) -> String {
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(d) = self.digest_of_members(&["events", "steps"]) {
+        if let Some([d]) = self.digests_of_members([&TRACE_MEMBERS]) {
             return d;
         }
         let part = |key| self.value.get(key).unwrap_or(&Value::Null);
@@ -156,36 +156,59 @@ impl SignedJson<'_> {
     /// The predicate's [`reproducible_digest`] over what was signed.
     fn reproducible_digest(&self) -> String {
         #[cfg(not(target_arch = "wasm32"))]
-        {
-            let mut keys = REPRODUCIBLE;
-            keys.sort_unstable();
-            if let Some(d) = self.digest_of_members(&keys) {
-                return d;
-            }
+        if let Some([d]) = self.digests_of_members([&reproducible_sorted()]) {
+            return d;
         }
         reproducible_digest_of(self.value)
     }
 
-    /// SHA-256 of the canonical JSON of the members `keys` (sorted; a
-    /// missing one is null), the steps without the engine's line numbers,
-    /// each other member as the signed bytes hold it.
+    /// [`Self::trace_digest`] and [`Self::reproducible_digest`], reading
+    /// the signed bytes once for both.
+    fn trace_and_reproducible_digests(&self) -> (String, String) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some([trace, reproducible]) =
+            self.digests_of_members([&TRACE_MEMBERS, &reproducible_sorted()])
+        {
+            return (trace, reproducible);
+        }
+        (self.trace_digest(), self.reproducible_digest())
+    }
+
+    /// For each key list in `sets`, SHA-256 of the canonical JSON of those
+    /// members (keys sorted; a missing one is null): the steps without the
+    /// engine's line numbers, each other member as the signed bytes hold
+    /// it. The members are found, and the steps written, once for all.
     #[cfg(not(target_arch = "wasm32"))]
-    fn digest_of_members(&self, keys: &[&str]) -> Option<String> {
+    fn digests_of_members<const N: usize>(&self, sets: [&[&str]; N]) -> Option<[String; N]> {
         let members = crate::canonical_spans::members(self.canonical)?;
         let steps = self.value.get("steps").unwrap_or(&Value::Null);
         let steps = to_canonical_json(&commit_independent(steps)).ok()?;
-        let parts: Vec<(&str, &[u8])> = keys
-            .iter()
-            .map(|&key| {
-                let bytes = match key {
-                    "steps" => steps.as_slice(),
-                    _ => members.get(key).copied().unwrap_or(b"null"),
-                };
-                (key, bytes)
-            })
-            .collect();
-        Some(sha256_hex(&crate::canonical_spans::object(&parts)))
+        Some(sets.map(|keys| {
+            let parts: Vec<(&str, &[u8])> = keys
+                .iter()
+                .map(|&key| {
+                    let bytes = match key {
+                        "steps" => steps.as_slice(),
+                        _ => members.get(key).copied().unwrap_or(b"null"),
+                    };
+                    (key, bytes)
+                })
+                .collect();
+            sha256_hex(&crate::canonical_spans::object(&parts))
+        }))
     }
+}
+
+/// Members of a predicate its trace digest covers, in canonical order.
+#[cfg(not(target_arch = "wasm32"))]
+const TRACE_MEMBERS: [&str; 2] = ["events", "steps"];
+
+/// [`REPRODUCIBLE`] in canonical (sorted) order.
+#[cfg(not(target_arch = "wasm32"))]
+fn reproducible_sorted() -> [&'static str; REPRODUCIBLE.len()] {
+    let mut keys = REPRODUCIBLE;
+    keys.sort_unstable();
+    keys
 }
 
 /// Check a predicate's own consistency: seven steps numbered 1..=7 whose
@@ -195,13 +218,10 @@ pub fn check_predicate(p: &ProbePredicate) -> Result<(), EvidenceError> {
     check_steps(p)
 }
 
-/// [`check_predicate`] of a predicate parsed from `signed`, the JSON it was
-/// signed as: the trace digest is recomputed from that JSON.
-fn check_signed_predicate(
-    p: &ProbePredicate,
-    signed: &SignedJson<'_>,
-) -> Result<(), EvidenceError> {
-    check_trace(p, &signed.trace_digest())?;
+/// [`check_predicate`] of a predicate parsed from signed JSON, given the
+/// trace digest recomputed from that JSON ([`SignedJson::trace_digest`]).
+fn check_signed_predicate(p: &ProbePredicate, signed_trace: &str) -> Result<(), EvidenceError> {
+    check_trace(p, signed_trace)?;
     check_steps(p)
 }
 
@@ -298,7 +318,7 @@ impl PredicateKind for ProbePredicate {
         check_predicate(self)
     }
     fn check_signed(&self, signed: &SignedJson<'_>) -> Result<(), EvidenceError> {
-        check_signed_predicate(self, signed)
+        check_signed_predicate(self, &signed.trace_digest())
     }
 }
 
@@ -380,16 +400,20 @@ impl VerifiedStatement {
     /// Parse the predicate as kind `P`, refusing another `predicateType`,
     /// and run the kind's own check.
     pub fn parse<P: PredicateKind>(&self) -> Result<P, EvidenceError> {
+        let predicate = self.parse_unchecked::<P>()?;
+        predicate.check_signed(&self.signed())?;
+        Ok(predicate)
+    }
+
+    /// [`Self::parse`] without the kind's own check.
+    fn parse_unchecked<P: PredicateKind>(&self) -> Result<P, EvidenceError> {
         if self.predicate_type != P::PREDICATE_TYPE {
             return Err(EvidenceError::UnknownPredicate {
                 found: self.predicate_type.clone(),
                 expected: P::PREDICATE_TYPE,
             });
         }
-        let predicate: P = serde_json::from_slice(&self.predicate_json)
-            .map_err(|e| EvidenceError::json(P::WHAT, e))?;
-        predicate.check_signed(&self.signed())?;
-        Ok(predicate)
+        serde_json::from_slice(&self.predicate_json).map_err(|e| EvidenceError::json(P::WHAT, e))
     }
 }
 
@@ -412,12 +436,7 @@ pub(crate) fn open_statement(
         });
     }
     let payload = envelope.verify(key)?;
-    let statement: Statement =
-        serde_json::from_slice(&payload).map_err(|e| EvidenceError::json(what, e))?;
-    let canonical = to_canonical_json(&statement).map_err(|e| EvidenceError::json(what, e))?;
-    if canonical != payload {
-        return Err(EvidenceError::NotCanonical);
-    }
+    let statement = canonical_statement(&payload, what)?;
     if statement.statement_type != STATEMENT_TYPE {
         return Err(EvidenceError::StatementType {
             found: statement.statement_type,
@@ -425,6 +444,32 @@ pub(crate) fn open_statement(
         });
     }
     Ok((statement, payload))
+}
+
+/// The statement the signed `payload` holds, refusing a payload that is not
+/// exactly the canonical JSON of what it parses to.
+fn canonical_statement(payload: &[u8], what: &'static str) -> Result<Statement, EvidenceError> {
+    let json_err = |e| EvidenceError::json(what, e);
+    // Native: read the JSON once, compare it with its canonical form, and
+    // move the predicate into the statement.
+    #[cfg(not(target_arch = "wasm32"))]
+    let (statement, canonical) = {
+        let json: Value = serde_json::from_slice(payload).map_err(json_err)?;
+        let canonical = crate::canonical::canonical_json_of(&json).map_err(json_err)?;
+        (Statement::from_json(json).map_err(json_err)?, canonical)
+    };
+    // The browser: serde's typed reader, then the statement written again
+    // (less code there, where a receipt is verified one at a time).
+    #[cfg(target_arch = "wasm32")]
+    let (statement, canonical) = {
+        let statement: Statement = serde_json::from_slice(payload).map_err(json_err)?;
+        let canonical = to_canonical_json(&statement).map_err(json_err)?;
+        (statement, canonical)
+    };
+    if canonical != payload {
+        return Err(EvidenceError::NotCanonical);
+    }
+    Ok(statement)
 }
 
 /// Verify a receipt of any predicate kind: size, envelope, `payloadType`,
@@ -493,8 +538,11 @@ pub fn verify_receipt(bytes: &[u8], key: &PublicKey) -> Result<VerifiedReceipt, 
 impl VerifiedReceipt {
     /// The probe receipt a verified statement carries; refuses other kinds.
     pub fn from_statement(statement: VerifiedStatement) -> Result<Self, EvidenceError> {
-        let predicate: ProbePredicate = statement.parse()?;
-        let reproducible_digest = statement.signed().reproducible_digest();
+        // `parse` with the probe kind's check, both digests taken in one
+        // reading of the signed bytes.
+        let (trace, reproducible_digest) = statement.signed().trace_and_reproducible_digests();
+        let predicate: ProbePredicate = statement.parse_unchecked()?;
+        check_signed_predicate(&predicate, &trace)?;
         Ok(VerifiedReceipt {
             name: statement.name,
             keyid: statement.keyid,
@@ -546,7 +594,11 @@ mod tests {
                 signed.reproducible_digest(),
                 reproducible_digest_of(signed.value)
             );
-            assert!(signed.digest_of_members(&["events", "steps"]).is_some());
+            assert!(signed.digests_of_members([&TRACE_MEMBERS]).is_some());
+            assert_eq!(
+                signed.trace_and_reproducible_digests(),
+                (signed.trace_digest(), signed.reproducible_digest())
+            );
         }
         assert_eq!(
             verified.signed().reproducible_digest(),

@@ -40,6 +40,23 @@ pub struct Statement {
     pub predicate: Value,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
+impl Statement {
+    /// The statement `json` holds, its predicate moved rather than copied
+    /// (a receipt's predicate is most of its bytes).
+    pub fn from_json(mut json: Value) -> Result<Statement, serde_json::Error> {
+        let predicate = json
+            .as_object_mut()
+            .and_then(|members| members.get_mut("predicate"))
+            .map(Value::take);
+        let mut statement: Statement = serde_json::from_value(json)?;
+        if let Some(predicate) = predicate {
+            statement.predicate = predicate;
+        }
+        Ok(statement)
+    }
+}
+
 /// What the statement is about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

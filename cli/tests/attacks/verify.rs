@@ -376,7 +376,7 @@ pub fn cases() -> Vec<Case> {
     ));
     c.push(forged(
         "duplicate-top-level-member",
-        "duplicate field",
+        "not canonical",
         replaced("{", "{\"predicateType\":\"x\","),
     ));
     c.push(v("pretty-printed-payload", "not canonical", |w| {
