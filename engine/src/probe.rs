@@ -99,49 +99,73 @@ fn run_group(
     backend: &Backend,
     done: &dyn Fn(usize),
 ) -> Vec<Result<ProbePredicate, ProbeError>> {
-    let from_start = |k: usize, config: &ValidConfig| {
-        let result = run_on(config, backend);
-        done(k);
-        result
+    let mut kept = if configs.len() > 1 {
+        WarmUp::run(warm, backend)
+    } else {
+        None
     };
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(warm.seed);
-    let arrivals = arrivals::incident(warm, &mut rng);
-    let split = arrivals
-        .iter()
-        .find(|a| a.probed)
-        .and_then(|a| a.at_us.checked_sub(1));
-    let (Some(split), true) = (split, configs.len() > 1) else {
-        return configs
-            .iter()
-            .enumerate()
-            .map(|(k, c)| from_start(k, c))
-            .collect();
-    };
-    let mut warm_up = Sim::new(warm.clone(), arrivals, backend);
-    warm_up.watch_forkable();
-    warm_up.run_until(split);
-    if warm_up.depended_on_watched() {
-        tracing::debug!(
-            "the warm-up depended on a forkable switch; each probe runs from the start"
-        );
-        return configs
-            .iter()
-            .enumerate()
-            .map(|(k, c)| from_start(k, c))
-            .collect();
-    }
     configs
         .iter()
         .enumerate()
         .map(|(k, config)| {
-            let mut sim = warm_up.fork((***config).clone());
-            sim.run();
-            let result = assemble(&sim);
-            warm_up.join(sim);
+            let result = match kept.as_mut() {
+                Some(warm_up) => warm_up.probe(config),
+                None => run_on(config, backend),
+            };
             done(k);
             result
         })
         .collect()
+}
+
+/// The warm-up of the incident scenario, run up to the probed request's
+/// arrival and kept: every probe whose configuration differs from the
+/// warm-up's only in [`FORKABLE`](crate::sim::fork::FORKABLE) switches
+/// continues it instead of running it again ([`crate::sim::fork`]), and
+/// gets the predicate [`run_on`] gives.
+pub struct WarmUp<'b> {
+    pub(crate) sim: Sim<'b>,
+}
+
+impl<'b> WarmUp<'b> {
+    /// Run the warm-up of `config` with its forkable switches off
+    /// ([`warm_up_config`]); `None` when the scenario has no probed request
+    /// or the warm-up depended on a forkable switch (its probes then run
+    /// from the start).
+    pub fn run(config: &ProbeConfig, backend: &'b Backend) -> Option<WarmUp<'b>> {
+        let warm = warm_up_config(config);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(warm.seed);
+        let arrivals = arrivals::incident(&warm, &mut rng);
+        let split = arrivals
+            .iter()
+            .find(|a| a.probed)
+            .and_then(|a| a.at_us.checked_sub(1))?;
+        let mut sim = Sim::new(warm, arrivals, backend);
+        sim.watch_forkable();
+        sim.run_until(split);
+        if sim.depended_on_watched() {
+            tracing::debug!(
+                "the warm-up depended on a forkable switch; each probe runs from the start"
+            );
+            return None;
+        }
+        Some(WarmUp { sim })
+    }
+
+    /// The probe of `config`, continued from this warm-up (the warm-up's
+    /// pool bytes are lent to it and come back as they were); `config`
+    /// must share the warm-up ([`warm_up_config`] of both equal), else it
+    /// runs from the start.
+    pub fn probe(&mut self, config: &ValidConfig) -> Result<ProbePredicate, ProbeError> {
+        if warm_up_config(config) != self.sim.config {
+            return run_on(config, self.sim.backend);
+        }
+        let mut sim = self.sim.fork((**config).clone());
+        sim.run();
+        let result = assemble(&sim);
+        self.sim.join(sim);
+        result
+    }
 }
 
 pub(crate) fn assemble(sim: &Sim) -> Result<ProbePredicate, ProbeError> {

@@ -161,11 +161,9 @@ impl<'b> Sim<'b> {
 #[cfg(test)]
 mod tests {
     use kvw_evidence::{Fix, FixSet, PoisonMode, Scale};
-    use rand::SeedableRng;
 
-    use super::*;
     use crate::backend::Backend;
-    use crate::config::{ProbeSpec, ValidConfig, DEFAULT_SEED};
+    use crate::config::{ProbeSpec, ValidConfig};
     use crate::probe;
 
     fn config(prefill_pool: Option<u64>, fixes: &[Fix]) -> ValidConfig {
@@ -178,45 +176,30 @@ mod tests {
         .unwrap()
     }
 
-    /// The warm-up of `config` up to the probed request, watching the
-    /// forkable switches.
-    fn warm_up<'b>(config: &ValidConfig, backend: &'b Backend) -> Sim<'b> {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(DEFAULT_SEED);
-        let arrivals = crate::arrivals::incident(config, &mut rng);
-        let split = arrivals.iter().find(|a| a.probed).unwrap().at_us - 1;
-        let mut sim = Sim::new(warm_up_config(config), arrivals, backend);
-        sim.watch_forkable();
-        sim.run_until(split);
-        sim
-    }
-
     /// A warm-up of ordinary requests depends on no forkable switch, and
     /// every continuation of it signs what a run from the start signs; the
-    /// bytes lent to each continuation come back unchanged.
+    /// bytes lent to each continuation come back unchanged. A configuration
+    /// that does not share the warm-up runs from the start.
     #[test]
     fn continuations_of_an_ordinary_warm_up_sign_what_runs_from_the_start_sign() {
         let backend = Backend::Cpu;
         let base = config(None, &[]);
-        let mut sim = warm_up(&base, &backend);
-        assert!(!sim.depended_on_watched());
-        let bytes = |sim: &Sim| {
-            let (p, d) = (&sim.prefill_pool, &sim.decode_pool);
+        let mut kept = probe::WarmUp::run(&base, &backend).expect("an ordinary warm-up is kept");
+        let bytes = |kept: &probe::WarmUp| {
+            let (p, d) = (&kept.sim.prefill_pool, &kept.sim.decode_pool);
             (p.kv_of(&[]).to_vec(), d.kv_of(&[]).to_vec())
         };
-        let before = bytes(&sim);
+        let before = bytes(&kept);
         for fixes in [
             &[][..],
             &[Fix::RetireAbortedPrefillResult],
             &[Fix::RetireUnadmittedReject, Fix::PageTags],
+            &[Fix::ScrubOnFree, Fix::PageTags],
         ] {
             let row = config(None, fixes);
-            let mut fork = sim.fork((*row).clone());
-            fork.run();
-            let predicate = probe::assemble(&fork);
-            sim.join(fork);
-            assert_eq!(predicate, probe::run_on(&row, &backend), "{fixes:?}");
+            assert_eq!(kept.probe(&row), probe::run_on(&row, &backend), "{fixes:?}");
             assert!(
-                bytes(&sim) == before,
+                bytes(&kept) == before,
                 "{fixes:?}: the lent bytes came back changed"
             );
         }
@@ -230,7 +213,7 @@ mod tests {
     fn a_warm_up_that_meets_a_rejection_is_not_continued() {
         let backend = Backend::Cpu;
         let small = config(Some(64), &[]);
-        assert!(warm_up(&small, &backend).depended_on_watched());
+        assert!(probe::WarmUp::run(&small, &backend).is_none());
         let with = config(Some(64), &[Fix::RetireUnadmittedReject]);
         let events = |c: &ValidConfig| {
             let p = probe::run_on(c, &backend).unwrap();
