@@ -1013,14 +1013,19 @@ test("Italian pages of every kind carry no English sentence of their English twi
   const leftovers = {};
   for (const [kind, enUrl, itUrl, exempt] of kinds) {
     const file = enUrl.slice(enUrl.lastIndexOf("/") + 1);
-    const en = await newPage();
-    await en.goto(enUrl);
-    const english = await proseChunks(en, exempt);
+    // The two languages' pages load side by side (a browser and a core each).
+    const [english, italian] = await Promise.all([
+      newPage().then(async (en) => {
+        await en.goto(enUrl);
+        return proseChunks(en, exempt);
+      }),
+      newPage().then(async (it) => {
+        await it.goto(itUrl);
+        assert.equal(await it.getAttribute("html", "lang"), "it");
+        return new Set(await proseChunks(it, exempt));
+      }),
+    ]);
     assert.ok(english.length > 0, `${kind}: the English page has prose to compare`);
-    const it = await newPage();
-    await it.goto(itUrl);
-    assert.equal(await it.getAttribute("html", "lang"), "it");
-    const italian = new Set(await proseChunks(it, exempt));
     leftovers[kind] = english.filter((t) => italian.has(t));
     console.log(`Italian ${kind} (${file}): ${english.length} English prose lines, ${leftovers[kind].length} left on the Italian page${leftovers[kind].length ? "\n  " + leftovers[kind].slice(0, 8).join("\n  ") : ""}`);
   }
@@ -1120,7 +1125,7 @@ test("axe-core finds no violations on any kind of page", async () => {
   const modelCheck = firstPage(r.dir, "en", "model-check-");
   const fuzz = firstPage(r.dir, "en", "fuzz-");
   const found = {};
-  for (const [name, url, wait] of [
+  const pages = [
     ["landing", base + "index.html", 'html[data-kvw-ready="1"]'],
     ["landing-it", base + "it/" + defaultStem(site) + ".html", 'html[data-kvw-ready="1"]'],
     ["compare", base + "en/" + compare, 'html[data-kvw-ready="1"]'],
@@ -1135,15 +1140,26 @@ test("axe-core finds no violations on any kind of page", async () => {
     ["model check-it", r.url + "it/" + modelCheck, "main"],
     ["randomized runs", r.url + "en/" + fuzz, "main"],
     ["randomized runs-it", r.url + "it/" + fuzz, "main"],
-  ]) {
-    const page = await newPage();
-    await page.goto(url);
-    await page.waitForSelector(wait, { timeout: 20_000 });
-    // Folded parts (the gates' pool table) are checked open too.
-    await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
-    found[name] = await axe(page);
+  ];
+  // Two lanes of pages side by side, each page in a browser of its own (a
+  // core each); every page is checked, and the findings are printed in the
+  // list's order.
+  const lane = async (first) => {
+    for (let i = first; i < pages.length; i += 2) {
+      const [name, url, wait] = pages[i];
+      const page = await newPage();
+      await page.goto(url);
+      await page.waitForSelector(wait, { timeout: 20_000 });
+      // Folded parts (the gates' pool table) are checked open too.
+      await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
+      found[name] = await axe(page);
+    }
+  };
+  await Promise.all([lane(0), lane(1)]);
+  for (const [name] of pages) {
     console.log(`axe ${name}: ${found[name].length} violations${found[name].length ? "\n  " + found[name].join("\n  ") : ""}`);
   }
+  assert.equal(Object.keys(found).length, pages.length, "every page was checked");
   for (const [name, v] of Object.entries(found)) assert.deepEqual(v, [], name);
 });
 
