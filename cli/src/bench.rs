@@ -106,6 +106,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut warm_up = probe::WarmUp::run(&config, &backend)
         .ok_or_else(|| anyhow::anyhow!("the incident probe's warm-up cannot be kept"))?;
     let kept = timed(args.reps, || warm_up.probe(&config));
+    // Its pools (hundreds of MiB) go before the measurements below.
+    drop(warm_up);
     let continued = kept.value?;
     anyhow::ensure!(
         reproducible_digest(&continued) == reproducible_digest(&p),
